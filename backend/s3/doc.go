@@ -1,0 +1,40 @@
+// Package s3 is the backend for a dataset stored under a prefix of an S3
+// bucket, on AWS or on an S3-compatible store (MinIO, Ceph, ...).
+//
+// It owns one aws-sdk-go-v2 S3 client and that client's connection pool;
+// nothing else. Credentials, region and endpoint come from the standard AWS
+// configuration chain (environment, shared profiles, AWS_ENDPOINT_URL_S3),
+// overridden by Options.
+//
+// # Invariants
+//
+//   - Keys are relative to the prefix, which is empty or ends in '/'.
+//   - An Object's Version is its ETag without quotes. ReadAt sends it back as
+//     If-Match, so a read either returns bytes of exactly that version or
+//     fails with backend.ErrChanged; it also checks the ETag of the answer,
+//     for stores that ignore conditional requests.
+//   - Every failure is a *backend.Error classified from HTTP status codes and
+//     S3 error codes, never from message text. The SDK's error and, after a
+//     cancellation, the context's error stay reachable through errors.Is/As.
+//   - New proves the source is usable (one short listing) before returning.
+//
+// # Retries
+//
+// The SDK retries each request up to five times, without its shared retry
+// quota (which many concurrent readers would drain). Once response headers
+// have arrived the SDK is done, so ReadAt itself retries a range whose body
+// is cut off, and a connection that stays silent for 30 s is dropped.
+//
+// # Client setup
+//
+// The HTTP client is the SDK's BuildableClient tuned in place, because the
+// SDK refuses to apply AWS_CA_BUNDLE to any other; its idle pool is sized to
+// Options.MaxConns. Response checksum validation is limited to operations
+// that require it, since ranged GETs cannot be validated and would otherwise
+// log a warning each.
+//
+// # Concurrency
+//
+// A Backend is safe for concurrent use; callers bound the number of requests
+// in flight (and should pass that bound as Options.MaxConns).
+package s3

@@ -1,0 +1,186 @@
+package s3
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+const (
+	// The SDK retries a GET until the response headers arrive; a body cut
+	// off after that is ours to retry.
+	bodyAttempts  = 5
+	bodyBaseDelay = 50 * time.Millisecond
+)
+
+// List calls fn for every object under the prefix, with keys relative to it.
+// Directory markers ("dir/") are passed through; the prefix's own marker,
+// whose relative key would be empty, is not.
+func (b *Backend) List(ctx context.Context, fn func(backend.Object) error) error {
+	if b.conns.isClosed() {
+		return backend.Wrap("list", b.id, backend.ErrUnavailable, errClosed{})
+	}
+	pages := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{
+		Bucket: aws.String(b.bucket),
+		Prefix: optional(b.prefix),
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return classify(ctx, "list", b.id, err)
+		}
+		for _, o := range page.Contents {
+			key := strings.TrimPrefix(aws.ToString(o.Key), b.prefix)
+			if key == "" {
+				continue
+			}
+			err := fn(backend.Object{
+				Key:     key,
+				Size:    aws.ToInt64(o.Size),
+				ModTime: aws.ToTime(o.LastModified),
+				Version: unquote(aws.ToString(o.ETag)),
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Stat describes one object with a HEAD request.
+func (b *Backend) Stat(ctx context.Context, key string) (backend.Object, error) {
+	if key == "" {
+		return backend.Object{}, backend.Errorf("stat", key, backend.ErrInvalid, "empty key")
+	}
+	if b.conns.isClosed() {
+		return backend.Object{}, backend.Wrap("stat", key, backend.ErrUnavailable, errClosed{})
+	}
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{
+		Bucket: aws.String(b.bucket),
+		Key:    aws.String(b.prefix + key),
+	})
+	if err != nil {
+		return backend.Object{}, classify(ctx, "stat", key, err)
+	}
+	return backend.Object{
+		Key:     key,
+		Size:    aws.ToInt64(out.ContentLength),
+		ModTime: aws.ToTime(out.LastModified),
+		Version: unquote(aws.ToString(out.ETag)),
+	}, nil
+}
+
+// ReadAt fetches [off, off+len(p)) of obj with a ranged GET conditioned on
+// its ETag, so bytes of a newer version are never returned (ErrChanged).
+func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error) {
+	switch {
+	case obj.Key == "":
+		return 0, backend.Errorf("read", obj.Key, backend.ErrInvalid, "empty key")
+	case off < 0:
+		return 0, backend.Errorf("read", obj.Key, backend.ErrInvalid, "negative offset %d", off)
+	case b.conns.isClosed():
+		return 0, backend.Wrap("read", obj.Key, backend.ErrUnavailable, errClosed{})
+	case off >= obj.Size:
+		return 0, io.EOF
+	case len(p) == 0:
+		return 0, nil
+	}
+	delay := bodyBaseDelay
+	for attempt := 1; ; attempt++ {
+		n, retry, err := b.readRange(ctx, obj, p, off)
+		if !retry {
+			return n, err
+		}
+		if attempt == bodyAttempts || b.conns.isClosed() {
+			return 0, classify(ctx, "read", obj.Key, fmt.Errorf("reading body, %d attempts: %w", attempt, err))
+		}
+		b.log.Warn("s3: response body failed, retrying range", "key", obj.Key, "off", off, "len", len(p), "attempt", attempt, "err", err)
+		// Jitter keeps many readers cut off together from retrying in
+		// lockstep.
+		t := time.NewTimer(delay/2 + rand.N(delay))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, classify(ctx, "read", obj.Key, err)
+		case <-t.C:
+		}
+		delay *= 2
+	}
+}
+
+// readRange makes one GET. retry reports a failure while reading the body,
+// which the SDK does not retry; err is then the raw cause.
+func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, off int64) (n int, retry bool, err error) {
+	in := &s3.GetObjectInput{
+		Bucket: aws.String(b.bucket),
+		Key:    aws.String(b.prefix + obj.Key),
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
+	}
+	if obj.Version != "" {
+		in.IfMatch = aws.String(`"` + obj.Version + `"`)
+	}
+	out, err := b.client.GetObject(ctx, in)
+	if err != nil {
+		if httpStatus(err) == 416 || apiCode(err) == "InvalidRange" {
+			return 0, false, io.EOF // the object is shorter than obj.Size said
+		}
+		return 0, false, classify(ctx, "read", obj.Key, err)
+	}
+	defer out.Body.Close()
+
+	// If-Match already guards this; checking the answer too covers
+	// S3-compatible stores that ignore conditional headers.
+	if etag := unquote(aws.ToString(out.ETag)); obj.Version != "" && etag != "" && etag != obj.Version {
+		return 0, false, backend.Errorf("read", obj.Key, backend.ErrChanged, "ETag %q, want %q", etag, obj.Version)
+	}
+	if start, ok := rangeStart(aws.ToString(out.ContentRange)); (ok && start != off) || (!ok && off != 0) {
+		return 0, false, backend.Errorf("read", obj.Key, backend.ErrUnavailable,
+			"store answered range bytes=%d- with Content-Range %q", off, aws.ToString(out.ContentRange))
+	}
+	want := int64(len(p))
+	if out.ContentLength != nil && *out.ContentLength < want {
+		want = *out.ContentLength
+	}
+
+	n, err = io.ReadFull(out.Body, p[:want])
+	switch {
+	case err == nil && int(want) == len(p):
+		return n, false, nil
+	case err == nil:
+		return n, false, io.EOF // the object ends inside p
+	case ctx.Err() != nil:
+		return 0, false, classify(ctx, "read", obj.Key, err)
+	default:
+		// Includes io.ErrUnexpectedEOF: the connection ended before
+		// Content-Length bytes arrived.
+		return 0, true, err
+	}
+}
+
+// rangeStart parses the first byte position of "bytes 100-199/1000".
+func rangeStart(cr string) (int64, bool) {
+	rest, ok := strings.CutPrefix(cr, "bytes ")
+	if !ok {
+		return 0, false
+	}
+	var start int64
+	if _, err := fmt.Sscanf(rest, "%d-", &start); err != nil {
+		return 0, false
+	}
+	return start, true
+}
+
+// unquote strips the quotes S3 puts around ETags; Versions are kept bare so
+// List, Stat and GET responses compare equal.
+func unquote(etag string) string {
+	return strings.Trim(etag, `"`)
+}
