@@ -1,0 +1,259 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"golang.org/x/sync/singleflight"
+)
+
+// ErrInUse is returned by Open when another process holds the cache dir.
+var ErrInUse = errors.New("cache directory is in use by another dsmount process")
+
+// DefaultChunkSize is the chunk size used when Options.ChunkSize is zero.
+const DefaultChunkSize = 4 << 20
+
+// Options configure a Cache. The zero value of each field picks a default.
+type Options struct {
+	// Capacity is the most bytes of chunk data kept on disk; 0 means
+	// unlimited.
+	Capacity int64
+	// ChunkSize is the unit of fetching and caching; objects are split into
+	// chunks of this size, the last one shorter. Default DefaultChunkSize.
+	ChunkSize int64
+	// Policy chooses what to keep when the cache is full. Default
+	// NewFillAndHold().
+	Policy Policy
+	// Logger receives warnings and debug events. Default: discard.
+	Logger *slog.Logger
+}
+
+// Cache is a persistent chunk cache shared by any number of sources
+// (mounts) in one process. See the package doc for layout and invariants.
+type Cache struct {
+	dir       string
+	capacity  atomic.Int64
+	chunkSize int64
+	policy    Policy
+	log       *slog.Logger
+	lockFile  *os.File
+	db        *badger.DB
+	commits   *committer
+
+	// ctx bounds every backend fetch; cancelled by Close.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	fetches sync.WaitGroup
+	flight  singleflight.Group
+
+	mu      sync.Mutex // guards objects and closed
+	objects map[ObjectID]*object
+	closed  bool
+
+	spaceMu sync.Mutex   // serialises reservations (reserve)
+	used    atomic.Int64 // bytes of present chunks, pending or durable
+
+	stats counters
+}
+
+// Open opens (creating if needed) the cache in dir, taking an exclusive lock
+// on it. A second Open of the same dir, from this or another process, fails
+// with ErrInUse.
+func Open(dir string, opts Options) (*Cache, error) {
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if opts.ChunkSize < 4096 || opts.ChunkSize > 1<<30 {
+		return nil, fmt.Errorf("chunk size %d out of range [4 KiB, 1 GiB]", opts.ChunkSize)
+	}
+	if opts.Capacity < 0 {
+		return nil, fmt.Errorf("negative capacity %d", opts.Capacity)
+	}
+	if opts.Policy == nil {
+		opts.Policy = NewFillAndHold()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create cache dir: %w", err)
+	}
+	lf, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{
+		dir:       dir,
+		chunkSize: opts.ChunkSize,
+		policy:    opts.Policy,
+		log:       opts.Logger,
+		lockFile:  lf,
+		objects:   make(map[ObjectID]*object),
+	}
+	c.capacity.Store(opts.Capacity)
+	if err := c.open(); err != nil {
+		if c.db != nil {
+			c.db.Close()
+		}
+		lf.Close()
+		return nil, err
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.commits = startCommitter(c.db, c.log)
+	return c, nil
+}
+
+func (c *Cache) open() error {
+	for i := range 256 {
+		if err := os.MkdirAll(filepath.Join(c.dir, "data", fmt.Sprintf("%02x", i)), 0o700); err != nil {
+			return fmt.Errorf("create cache data dir: %w", err)
+		}
+	}
+	bopts := badger.DefaultOptions(filepath.Join(c.dir, "index")).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(4).
+		WithCompression(options.None).
+		WithBlockCacheSize(0).
+		WithIndexCacheSize(32 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithLogger(badgerLogger{c.log})
+	db, err := badger.Open(bopts)
+	if err != nil {
+		return fmt.Errorf("open cache index: %w", err)
+	}
+	c.db = db
+	if err := c.checkFormat(); err != nil {
+		return err
+	}
+	return c.loadObjects()
+}
+
+// lockDir takes an exclusive, non-blocking flock on dir/dsmount.lock and
+// writes our pid into it so the error can name the holder.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "dsmount.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open cache lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			if pid := strings.TrimSpace(string(b[:n])); pid != "" {
+				return nil, fmt.Errorf("%s: %w (pid %s)", dir, ErrInUse, pid)
+			}
+			return nil, fmt.Errorf("%s: %w", dir, ErrInUse)
+		}
+		return nil, fmt.Errorf("lock cache dir: %w", err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+func (c *Cache) checkFormat() error {
+	return c.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyFormat))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return txn.Set([]byte(keyFormat), []byte(formatVersion))
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if string(v) != formatVersion {
+				return fmt.Errorf("cache dir %s has format %q, this dsmount uses %q: remove it or pick another --cache-dir", c.dir, v, formatVersion)
+			}
+			return nil
+		})
+	})
+}
+
+// loadObjects reads every object record (not the chunk records) to rebuild
+// capacity accounting and the policy's view of what is cached.
+func (c *Cache) loadObjects() error {
+	return c.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256, Prefix: []byte{prefixObject}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			var id ObjectID
+			if len(item.Key()) != 17 {
+				continue
+			}
+			copy(id[:], item.Key()[1:])
+			var rec objectRecord
+			if err := item.Value(rec.unmarshal); err != nil {
+				c.log.Warn("cache: skipping corrupt object record", "id", id, "err", err)
+				continue
+			}
+			o := c.newObject(id, rec.objectMeta)
+			o.cached = rec.CachedBytes
+			o.durable.Store(rec.CachedBytes)
+			c.objects[id] = o
+			c.used.Add(rec.CachedBytes)
+			if rec.CachedBytes > 0 {
+				c.policy.Added(id, rec.CachedBytes)
+			}
+		}
+		return nil
+	})
+}
+
+// Close waits for fetches in flight, makes pending chunks durable, and
+// releases the index and the directory lock.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.fetches.Wait()
+	err := c.commits.close()
+	if cerr := c.db.Close(); err == nil {
+		err = cerr
+	}
+	c.lockFile.Close()
+	return err
+}
+
+// Dir is the cache directory.
+func (c *Cache) Dir() string { return c.dir }
+
+// ChunkSize is the cache's chunk size.
+func (c *Cache) ChunkSize() int64 { return c.chunkSize }
+
+// Capacity is the configured capacity in bytes (0: unlimited).
+func (c *Cache) Capacity() int64 { return c.capacity.Load() }
+
+// SetCapacity changes the capacity (0: unlimited). Lowering it evicts
+// nothing at once; new data is admitted only as the policy makes room.
+func (c *Cache) SetCapacity(n int64) { c.capacity.Store(max(n, 0)) }
+
+// Used is the number of bytes of cached chunks.
+func (c *Cache) Used() int64 { return c.used.Load() }
+
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (b badgerLogger) Infof(string, ...any)  {}
+func (b badgerLogger) Debugf(string, ...any) {}

@@ -1,0 +1,176 @@
+package cache
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+// A source's listing is kept in the index so that remounting a large prefix
+// doesn't relist it. It is stored as zstd-compressed pages under a
+// generation number; the meta record naming the generation is written after
+// all of its pages, so a crash mid-save leaves the previous listing whole.
+//
+//	l<source>\0m              → gen (be64), page count (be32), saved at (unix ns, be64)
+//	l<source>\0p<gen><page>   → zstd(entries)
+
+const listingPageEntries = 20000
+
+func listingPrefix(source string) []byte {
+	return append(append([]byte{prefixListing}, source...), 0)
+}
+
+func listingMetaKey(source string) []byte { return append(listingPrefix(source), 'm') }
+
+func listingPageKey(source string, gen uint64, page int) []byte {
+	k := append(listingPrefix(source), 'p')
+	k = binary.BigEndian.AppendUint64(k, gen)
+	return binary.BigEndian.AppendUint32(k, uint32(page))
+}
+
+type listingMeta struct {
+	gen   uint64
+	pages int
+	saved time.Time
+}
+
+func (c *Cache) listingMeta(txn *badger.Txn, source string) (listingMeta, bool, error) {
+	item, err := txn.Get(listingMetaKey(source))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return listingMeta{}, false, nil
+	}
+	if err != nil {
+		return listingMeta{}, false, err
+	}
+	var m listingMeta
+	err = item.Value(func(v []byte) error {
+		if len(v) != 20 {
+			return errCorruptRecord
+		}
+		m.gen = binary.BigEndian.Uint64(v)
+		m.pages = int(binary.BigEndian.Uint32(v[8:]))
+		m.saved = time.Unix(0, int64(binary.BigEndian.Uint64(v[12:])))
+		return nil
+	})
+	return m, err == nil, err
+}
+
+// SaveListing stores objs as the listing of source, replacing any earlier one.
+func (c *Cache) SaveListing(source string, objs []backend.Object) error {
+	var old listingMeta
+	var hadOld bool
+	if err := c.db.View(func(txn *badger.Txn) (err error) {
+		old, hadOld, err = c.listingMeta(txn, source)
+		return err
+	}); err != nil {
+		return fmt.Errorf("save listing: %w", err)
+	}
+	gen := old.gen + 1
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		return err
+	}
+	defer enc.Close()
+	pages := 0
+	for start := 0; start < len(objs) || pages == 0; start += listingPageEntries {
+		page := objs[start:min(start+listingPageEntries, len(objs))]
+		data := enc.EncodeAll(encodeEntries(page), nil)
+		if err := c.db.Update(func(txn *badger.Txn) error {
+			return txn.Set(listingPageKey(source, gen, pages), data)
+		}); err != nil {
+			return fmt.Errorf("save listing: %w", err)
+		}
+		pages++
+		if len(objs) == 0 {
+			break
+		}
+	}
+	meta := binary.BigEndian.AppendUint64(nil, gen)
+	meta = binary.BigEndian.AppendUint32(meta, uint32(pages))
+	meta = binary.BigEndian.AppendUint64(meta, uint64(time.Now().UnixNano()))
+	err = c.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(listingMetaKey(source), meta); err != nil {
+			return err
+		}
+		if hadOld {
+			for p := range old.pages {
+				if err := txn.Delete(listingPageKey(source, old.gen, p)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save listing: %w", err)
+	}
+	return nil
+}
+
+// LoadListing returns the stored listing of source and when it was saved;
+// ok is false if there is none.
+func (c *Cache) LoadListing(source string) (objs []backend.Object, saved time.Time, ok bool, err error) {
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		return nil, time.Time{}, false, err
+	}
+	defer dec.Close()
+	err = c.db.View(func(txn *badger.Txn) error {
+		m, found, err := c.listingMeta(txn, source)
+		if err != nil || !found {
+			return err
+		}
+		for p := range m.pages {
+			item, err := txn.Get(listingPageKey(source, m.gen, p))
+			if err != nil {
+				return err
+			}
+			if err := item.Value(func(v []byte) error {
+				raw, err := dec.DecodeAll(v, nil)
+				if err != nil {
+					return err
+				}
+				objs, err = decodeEntries(raw, objs)
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+		saved, ok = m.saved, true
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, false, fmt.Errorf("load listing: %w", err)
+	}
+	return objs, saved, ok, nil
+}
+
+func encodeEntries(objs []backend.Object) []byte {
+	var b []byte
+	for _, o := range objs {
+		b = appendString(b, o.Key)
+		b = binary.AppendVarint(b, o.Size)
+		b = binary.AppendVarint(b, o.ModTime.UnixNano())
+		b = appendString(b, o.Version)
+	}
+	return b
+}
+
+func decodeEntries(b []byte, into []backend.Object) ([]backend.Object, error) {
+	d := decoder{b: b}
+	for len(d.b) > 0 && d.err == nil {
+		var o backend.Object
+		o.Key = d.string()
+		o.Size = d.varint()
+		o.ModTime = time.Unix(0, d.varint())
+		o.Version = d.string()
+		into = append(into, o)
+	}
+	return into, d.err
+}

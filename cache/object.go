@@ -1,0 +1,164 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+type chunkState uint8
+
+const (
+	chunkAbsent  chunkState = iota
+	chunkPending            // written by this process; its index record is not durable yet
+	chunkDurable            // its index record is committed
+)
+
+type chunk struct {
+	state    chunkState
+	verified bool // bytes in the file are known to match crc
+	crc      uint32
+}
+
+// object is the in-memory state of one cached object version.
+//
+// Invariants: once dead is set (under mu held exclusively) the object is out
+// of Cache.objects, its file is unlinked, and nothing is written to it or read
+// from it again. cached is the sum of the lengths of non-absent chunks.
+type object struct {
+	id   ObjectID
+	meta objectMeta
+	path string
+
+	mu     sync.RWMutex
+	loaded bool // chunk records read from the index
+	dead   bool
+	chunks []chunk
+	cached int64
+
+	// durable is the byte count the committer last wrote in the object
+	// record; only the committer changes it after load.
+	durable atomic.Int64
+	// gone mirrors dead for the committer, which takes no locks.
+	gone atomic.Bool
+}
+
+func (c *Cache) newObject(id ObjectID, meta objectMeta) *object {
+	h := id.String()
+	return &object{id: id, meta: meta, path: filepath.Join(c.dir, "data", h[:2], h)}
+}
+
+// object returns the live object for meta, creating it and loading its
+// chunk records on first use.
+func (c *Cache) object(meta objectMeta) (*object, error) {
+	id := meta.id()
+	c.mu.Lock()
+	o := c.objects[id]
+	if o == nil {
+		o = c.newObject(id, meta)
+		o.loaded = true // nothing in the index for an object we never saw
+		o.chunks = make([]chunk, meta.numChunks())
+		c.objects[id] = o
+	}
+	c.mu.Unlock()
+
+	o.mu.RLock()
+	loaded := o.loaded
+	o.mu.RUnlock()
+	if loaded {
+		return o, nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.loaded && !o.dead {
+		if err := c.loadChunks(o); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// loadChunks reads o's chunk records; o.mu is held exclusively. Records that
+// don't fit the object's shape are ignored (and so refetched).
+func (c *Cache) loadChunks(o *object) error {
+	o.chunks = make([]chunk, o.meta.numChunks())
+	var total int64
+	err := c.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 64, Prefix: chunkPrefix(o.id)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if len(k) != 21 {
+				continue
+			}
+			idx := int(uint32(k[17])<<24 | uint32(k[18])<<16 | uint32(k[19])<<8 | uint32(k[20]))
+			var rec chunkRecord
+			if err := it.Item().Value(rec.unmarshal); err != nil || idx >= len(o.chunks) || int64(rec.Len) != o.meta.chunkLen(idx) {
+				continue
+			}
+			o.chunks[idx] = chunk{state: chunkDurable, crc: rec.CRC}
+			total += int64(rec.Len)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cache: load chunk records: %w", err)
+	}
+	c.used.Add(total - o.cached)
+	o.cached = total
+	o.durable.Store(total)
+	o.loaded = true
+	return nil
+}
+
+// openForWrite opens (creating, sized to the object) o's file. Called with
+// o.mu held shared: concurrent creators race harmlessly, since O_CREATE and
+// truncating to the same size are idempotent.
+func (o *object) openForWrite() (*os.File, error) {
+	f, err := os.OpenFile(o.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err == nil && st.Size() != o.meta.Size {
+		if err := f.Truncate(o.meta.Size); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// evict drops o from the cache: memory state, file and index records.
+func (c *Cache) evict(id ObjectID) {
+	c.mu.Lock()
+	o := c.objects[id]
+	if o == nil {
+		c.mu.Unlock()
+		c.policy.Removed(id)
+		return
+	}
+	o.mu.Lock()
+	o.dead = true
+	o.gone.Store(true)
+	delete(c.objects, id)
+	freed := o.cached
+	o.cached = 0
+	o.chunks = nil
+	if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Warn("cache: remove evicted file", "path", o.path, "err", err)
+	}
+	// Queued while both locks are held so that a later incarnation's records
+	// are committed after this deletion. The committer takes no locks.
+	c.commits.send(commitOp{kind: opDeleteObject, o: o})
+	o.mu.Unlock()
+	c.mu.Unlock()
+	c.used.Add(-freed)
+	c.policy.Removed(id)
+	c.stats.evictions.Add(1)
+	c.log.Debug("cache: evicted", "key", o.meta.Key, "bytes", freed)
+}

@@ -1,0 +1,93 @@
+package cache
+
+import (
+	"container/list"
+	"sync"
+)
+
+// Policy decides what the cache keeps when it is full. The cache tells it
+// what is cached and what is read; it names victims. Implementations must be
+// safe for concurrent use and must not call back into the Cache.
+type Policy interface {
+	// Added: n more bytes of id are now cached.
+	Added(id ObjectID, n int64)
+	// Accessed: cached bytes of id were just served.
+	Accessed(id ObjectID)
+	// Removed: id is no longer cached.
+	Removed(id ObjectID)
+	// Victim names a cached object to evict so that n bytes of incoming can
+	// be cached, or returns false to leave the cache as it is and stream
+	// incoming's bytes through uncached.
+	Victim(incoming ObjectID, n int64) (ObjectID, bool)
+}
+
+// fillAndHold keeps whatever is cached and admits new data only while there
+// is room. Under shuffled epochs over a dataset larger than the cache it hits
+// at the cached fraction, which is optimal for one job (see
+// shared/notes/cache-policy.md), where LRU and FIFO thrash.
+type fillAndHold struct{}
+
+// NewFillAndHold returns the default policy: never evict, stream what does
+// not fit.
+func NewFillAndHold() Policy { return fillAndHold{} }
+
+func (fillAndHold) Added(ObjectID, int64)                   {}
+func (fillAndHold) Accessed(ObjectID)                       {}
+func (fillAndHold) Removed(ObjectID)                        {}
+func (fillAndHold) Victim(ObjectID, int64) (ObjectID, bool) { return ObjectID{}, false }
+
+// lru evicts the least recently accessed object. Kept for comparison and for
+// workloads with real recency (not shuffled epochs).
+type lru struct {
+	mu    sync.Mutex
+	order *list.List // front: most recent; values are ObjectID
+	elems map[ObjectID]*list.Element
+}
+
+// NewLRU returns a least-recently-used policy.
+func NewLRU() Policy {
+	return &lru{order: list.New(), elems: make(map[ObjectID]*list.Element)}
+}
+
+func (p *lru) Added(id ObjectID, _ int64) { p.Accessed(id) }
+
+func (p *lru) Accessed(id ObjectID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.elems[id]; ok {
+		p.order.MoveToFront(e)
+		return
+	}
+	p.elems[id] = p.order.PushFront(id)
+}
+
+func (p *lru) Removed(id ObjectID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.elems[id]; ok {
+		p.order.Remove(e)
+		delete(p.elems, id)
+	}
+}
+
+func (p *lru) Victim(incoming ObjectID, _ int64) (ObjectID, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for e := p.order.Back(); e != nil; e = e.Prev() {
+		if id := e.Value.(ObjectID); id != incoming {
+			return id, true
+		}
+	}
+	return ObjectID{}, false
+}
+
+// PolicyByName maps a --cache-policy value to a Policy.
+func PolicyByName(name string) (Policy, bool) {
+	switch name {
+	case "", "fill-and-hold":
+		return NewFillAndHold(), true
+	case "lru":
+		return NewLRU(), true
+	}
+	return nil, false
+}

@@ -1,0 +1,329 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+// ErrClosed is returned for reads started after Close.
+var ErrClosed = errors.New("cache closed")
+
+// fetchTimeout bounds one chunk fetch, whoever waits for it: a hung
+// connection must not pin a flight forever.
+const fetchTimeout = 2 * time.Minute
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Source serves the objects of one backend through the cache. Any number of
+// Sources (mounts) may share one Cache.
+type Source struct {
+	c  *Cache
+	b  backend.Backend
+	id string
+}
+
+// Source binds b to the cache. Entries are keyed by b.ID(), so two Sources
+// over the same store share cached chunks.
+func (c *Cache) Source(b backend.Backend) *Source {
+	return &Source{c: c, b: b, id: b.ID()}
+}
+
+// Backend is the backend this source reads from.
+func (s *Source) Backend() backend.Backend { return s.b }
+
+// ReadAt fills p with obj's bytes at off, from the cache where present and
+// from the backend (caching them, if admitted) where not. Like io.ReaderAt it
+// returns io.EOF with fewer bytes when obj ends before p is full. Backend
+// errors keep their type (errors.Is(err, backend.ErrChanged), ...).
+func (s *Source) ReadAt(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("cache: negative offset %d", off)
+	}
+	if off >= obj.Size {
+		return 0, io.EOF
+	}
+	var eof error
+	if rest := obj.Size - off; int64(len(p)) > rest {
+		p, eof = p[:rest], io.EOF
+	}
+	meta := metaOf(s.id, obj, s.c.chunkSize)
+	cs := s.c.chunkSize
+	n := 0
+	for n < len(p) {
+		pos := off + int64(n)
+		idx := int(pos / cs)
+		inner := pos - int64(idx)*cs
+		want := int(min(int64(len(p)-n), meta.chunkLen(idx)-inner))
+		if err := s.readChunk(ctx, meta, obj, idx, p[n:n+want], inner); err != nil {
+			return n, err
+		}
+		n += want
+	}
+	return n, eof
+}
+
+// readChunk copies dst from chunk idx at offset inner.
+func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, dst []byte, inner int64) error {
+	c := s.c
+	o, err := c.object(meta)
+	if err != nil {
+		return err
+	}
+	// Fast path: a verified chunk is read straight from its file.
+	o.mu.RLock()
+	if !o.dead && o.chunks[idx].state != chunkAbsent && o.chunks[idx].verified {
+		err := preadFull(o.path, dst, int64(idx)*meta.ChunkSize+inner)
+		o.mu.RUnlock()
+		if err == nil {
+			c.stats.hit(len(dst))
+			c.policy.Accessed(o.id)
+			return nil
+		}
+		c.log.Warn("cache: read of cached chunk failed; refetching", "key", meta.Key, "chunk", idx, "err", err)
+		c.dropChunk(o, idx)
+	} else {
+		o.mu.RUnlock()
+	}
+
+	res, err := s.chunk(ctx, meta, obj, idx)
+	if err != nil {
+		return err
+	}
+	copy(dst, res.data[inner:])
+	if res.fromBackend {
+		c.stats.miss(len(dst))
+	} else {
+		c.stats.hit(len(dst))
+		c.policy.Accessed(o.id)
+	}
+	return nil
+}
+
+type chunkResult struct {
+	data        []byte
+	fromBackend bool
+}
+
+// chunk returns the whole of chunk idx through the single flight: at most
+// one verification or backend fetch per chunk runs at a time, and every
+// concurrent caller shares its result. The flight runs on the cache's
+// context, not the caller's, so a reader that gives up doesn't fail the
+// others; the caller stops waiting when its ctx is done.
+func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int) (chunkResult, error) {
+	c := s.c
+	key := meta.id().String() + "/" + strconv.Itoa(idx)
+	ch := c.flight.DoChan(key, func() (any, error) {
+		// The flight, not its callers, is what Close must wait for.
+		if !c.startFetch() {
+			return chunkResult{}, ErrClosed
+		}
+		defer c.fetches.Done()
+		return s.loadChunk(meta, obj, idx)
+	})
+	c.stats.waiting.Add(1)
+	defer c.stats.waiting.Add(-1)
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return chunkResult{}, r.Err
+		}
+		return r.Val.(chunkResult), nil
+	case <-ctx.Done():
+		return chunkResult{}, ctx.Err()
+	}
+}
+
+// startFetch registers a flight with Close; false once the cache is closing.
+func (c *Cache) startFetch() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.fetches.Add(1)
+	return true
+}
+
+// Prefetch starts fetching chunk idx of obj unless it is cached or in flight,
+// and returns at once. Readahead calls it; a read of the same chunk joins
+// the same flight.
+func (s *Source) Prefetch(obj backend.Object, idx int) {
+	meta := metaOf(s.id, obj, s.c.chunkSize)
+	if idx < 0 || idx >= meta.numChunks() {
+		return
+	}
+	go func() {
+		if _, err := s.chunk(context.Background(), meta, obj, idx); err != nil && !errors.Is(err, ErrClosed) {
+			s.c.log.Debug("cache: prefetch failed", "key", obj.Key, "chunk", idx, "err", err)
+		}
+	}()
+}
+
+// loadChunk runs inside the flight. It re-checks the cache first (another
+// flight may have just stored the chunk), verifying a chunk loaded from the
+// index before trusting it; otherwise it fetches from the backend and offers
+// the bytes to the cache.
+func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int) (chunkResult, error) {
+	c := s.c
+	o, err := c.object(meta)
+	if err != nil {
+		return chunkResult{}, err
+	}
+	n := meta.chunkLen(idx)
+	off := int64(idx) * meta.ChunkSize
+	if data, ok := c.readVerified(o, idx, n, off); ok {
+		return chunkResult{data: data}, nil
+	}
+
+	ctx, cancel := context.WithTimeout(c.ctx, fetchTimeout)
+	defer cancel()
+	buf := make([]byte, n)
+	got, err := s.b.ReadAt(ctx, obj, buf, off)
+	if got == len(buf) && errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			// The object is shorter than its listing said: it changed.
+			err = backend.Wrap("read", obj.Key, backend.ErrChanged, fmt.Errorf("object ended at %d, listed size %d", off+int64(got), obj.Size))
+		}
+		return chunkResult{}, err
+	}
+	c.stats.fetched(len(buf))
+	c.store(o, idx, buf, crc32.Checksum(buf, castagnoli))
+	return chunkResult{data: buf, fromBackend: true}, nil
+}
+
+// readVerified returns chunk idx from o's file if it is present and its
+// bytes match their checksum; a chunk that fails is dropped.
+func (c *Cache) readVerified(o *object, idx int, n, off int64) ([]byte, bool) {
+	o.mu.RLock()
+	if o.dead || o.chunks[idx].state == chunkAbsent {
+		o.mu.RUnlock()
+		return nil, false
+	}
+	want := o.chunks[idx]
+	buf := make([]byte, n)
+	err := preadFull(o.path, buf, off)
+	o.mu.RUnlock()
+	if err == nil && (want.verified || crc32.Checksum(buf, castagnoli) == want.crc) {
+		if !want.verified {
+			o.mu.Lock()
+			if !o.dead && o.chunks[idx].state != chunkAbsent && o.chunks[idx].crc == want.crc {
+				o.chunks[idx].verified = true
+			}
+			o.mu.Unlock()
+		}
+		return buf, true
+	}
+	if err == nil {
+		c.stats.verifyFailures.Add(1)
+		c.log.Warn("cache: chunk failed its checksum; refetching", "key", o.meta.Key, "chunk", idx)
+	} else {
+		c.log.Warn("cache: read of cached chunk failed; refetching", "key", o.meta.Key, "chunk", idx, "err", err)
+	}
+	c.dropChunk(o, idx)
+	return nil, false
+}
+
+// store offers a fetched chunk to the cache: if the policy admits it, the
+// bytes are written to o's file, marked present, and queued for the index.
+// Otherwise the chunk was only streamed through.
+func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
+	n := int64(len(data))
+	o.mu.RLock()
+	skip := o.dead || o.chunks[idx].state != chunkAbsent
+	o.mu.RUnlock()
+	if skip {
+		return
+	}
+	if !c.reserve(o.id, n) {
+		c.stats.streamed.Add(1)
+		return
+	}
+	o.mu.RLock()
+	if o.dead {
+		o.mu.RUnlock()
+		c.used.Add(-n)
+		return
+	}
+	err := pwriteFull(o, data, int64(idx)*o.meta.ChunkSize)
+	o.mu.RUnlock()
+	if err != nil {
+		c.used.Add(-n)
+		c.stats.writeErrors.Add(1)
+		c.log.Warn("cache: write failed; serving without caching", "key", o.meta.Key, "chunk", idx, "err", err)
+		return
+	}
+	o.mu.Lock()
+	if o.dead || o.chunks[idx].state != chunkAbsent {
+		o.mu.Unlock()
+		c.used.Add(-n)
+		return
+	}
+	o.chunks[idx] = chunk{state: chunkPending, verified: true, crc: crc}
+	o.cached += n
+	c.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: chunkRecord{CRC: crc, Len: uint32(n)}})
+	o.mu.Unlock()
+	c.policy.Added(o.id, n)
+}
+
+// reserve accounts n more bytes against capacity, evicting the policy's
+// victims as needed. False means the policy would rather not cache them.
+func (c *Cache) reserve(incoming ObjectID, n int64) bool {
+	c.spaceMu.Lock()
+	defer c.spaceMu.Unlock()
+	for capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+n > capacity; {
+		victim, ok := c.policy.Victim(incoming, n)
+		if !ok || victim == incoming {
+			return false
+		}
+		c.evict(victim)
+	}
+	c.used.Add(n)
+	return true
+}
+
+// dropChunk forgets a chunk whose cached bytes can't be trusted or read.
+func (c *Cache) dropChunk(o *object, idx int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dead || o.chunks[idx].state == chunkAbsent {
+		return
+	}
+	n := o.meta.chunkLen(idx)
+	o.chunks[idx] = chunk{}
+	o.cached -= n
+	c.used.Add(-n)
+	c.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n)}})
+}
+
+func preadFull(path string, p []byte, off int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.ReadAt(p, off)
+	return err
+}
+
+func pwriteFull(o *object, p []byte, off int64) error {
+	f, err := o.openForWrite()
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(p, off)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,175 @@
+package cache
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+// ObjectID names one version of one object of one source, at one chunk size.
+type ObjectID [16]byte
+
+func (id ObjectID) String() string { return hex.EncodeToString(id[:]) }
+
+// objectMeta is what identifies an object version; it is persisted in the
+// object record so the cache can be inspected without the backend.
+type objectMeta struct {
+	Source    string
+	Key       string
+	Size      int64
+	Version   string
+	ChunkSize int64
+}
+
+func (m *objectMeta) id() ObjectID {
+	h := sha256.New()
+	for _, s := range []string{m.Source, m.Key, strconv.FormatInt(m.Size, 10), m.Version, strconv.FormatInt(m.ChunkSize, 10)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	var id ObjectID
+	copy(id[:], h.Sum(nil))
+	return id
+}
+
+func (m *objectMeta) numChunks() int {
+	if m.Size == 0 {
+		return 0
+	}
+	return int((m.Size + m.ChunkSize - 1) / m.ChunkSize)
+}
+
+// chunkLen is the length of chunk idx: ChunkSize except for the last one.
+func (m *objectMeta) chunkLen(idx int) int64 {
+	start := int64(idx) * m.ChunkSize
+	return min(m.ChunkSize, m.Size-start)
+}
+
+func metaOf(source string, obj backend.Object, chunkSize int64) objectMeta {
+	return objectMeta{Source: source, Key: obj.Key, Size: obj.Size, Version: obj.Version, ChunkSize: chunkSize}
+}
+
+// Index key prefixes. Keys are binary; the prefix byte keeps kinds apart.
+const (
+	prefixObject  = 'o' // o<id>            → objectRecord
+	prefixChunk   = 'c' // c<id><idx be32>  → chunkRecord
+	prefixListing = 'l' // l<source>\0...   → listing pages (listing.go)
+	keyFormat     = "f" // format version of the cache directory
+)
+
+const formatVersion = "dsmount-cache-1"
+
+func objectKey(id ObjectID) []byte {
+	return append([]byte{prefixObject}, id[:]...)
+}
+
+func chunkKey(id ObjectID, idx int) []byte {
+	k := make([]byte, 0, 1+16+4)
+	k = append(k, prefixChunk)
+	k = append(k, id[:]...)
+	return binary.BigEndian.AppendUint32(k, uint32(idx))
+}
+
+func chunkPrefix(id ObjectID) []byte {
+	return append([]byte{prefixChunk}, id[:]...)
+}
+
+// objectRecord is the persisted form of an object: its identity plus the
+// bytes of it that are durably cached (for capacity accounting at Open).
+type objectRecord struct {
+	objectMeta
+	CachedBytes int64
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func (r *objectRecord) marshal() []byte {
+	b := make([]byte, 0, 64+len(r.Source)+len(r.Key)+len(r.Version))
+	b = append(b, 1) // record version
+	b = appendString(b, r.Source)
+	b = appendString(b, r.Key)
+	b = binary.AppendVarint(b, r.Size)
+	b = appendString(b, r.Version)
+	b = binary.AppendVarint(b, r.ChunkSize)
+	b = binary.AppendVarint(b, r.CachedBytes)
+	return b
+}
+
+var errCorruptRecord = errors.New("corrupt index record")
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errCorruptRecord
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	if d.err != nil {
+		return ""
+	}
+	l, n := binary.Uvarint(d.b)
+	if n <= 0 || uint64(len(d.b)-n) < l {
+		d.err = errCorruptRecord
+		return ""
+	}
+	s := string(d.b[n : n+int(l)])
+	d.b = d.b[n+int(l):]
+	return s
+}
+
+func (r *objectRecord) unmarshal(b []byte) error {
+	if len(b) == 0 || b[0] != 1 {
+		return fmt.Errorf("%w: object record version", errCorruptRecord)
+	}
+	d := decoder{b: b[1:]}
+	r.Source = d.string()
+	r.Key = d.string()
+	r.Size = d.varint()
+	r.Version = d.string()
+	r.ChunkSize = d.varint()
+	r.CachedBytes = d.varint()
+	if d.err == nil && (r.Size < 0 || r.ChunkSize <= 0 || r.CachedBytes < 0 || r.CachedBytes > r.Size) {
+		d.err = errCorruptRecord
+	}
+	return d.err
+}
+
+// chunkRecord: CRC32C (Castagnoli) and length of a durable chunk.
+type chunkRecord struct {
+	CRC uint32
+	Len uint32
+}
+
+func (c chunkRecord) marshal() []byte {
+	b := binary.BigEndian.AppendUint32(nil, c.CRC)
+	return binary.BigEndian.AppendUint32(b, c.Len)
+}
+
+func (c *chunkRecord) unmarshal(b []byte) error {
+	if len(b) != 8 {
+		return errCorruptRecord
+	}
+	c.CRC = binary.BigEndian.Uint32(b)
+	c.Len = binary.BigEndian.Uint32(b[4:])
+	return nil
+}
