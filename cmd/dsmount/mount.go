@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/backend/posix"
+	"github.com/dsmount/dsmount/backend/s3"
+	"github.com/dsmount/dsmount/cache"
+	dsfs "github.com/dsmount/dsmount/fs"
+)
+
+type mountFlags struct {
+	cacheDir    string
+	cacheSize   string
+	chunkSize   string
+	policy      string
+	s3Endpoint  string
+	s3PathStyle bool
+	anonymous   bool
+	refresh     bool
+	allowOther  bool
+	logFormat   string
+	logLevel    string
+}
+
+func newMountCmd() *cobra.Command {
+	var f mountFlags
+	cmd := &cobra.Command{
+		Use:   "mount SOURCE MOUNTPOINT",
+		Short: "Mount SOURCE read-only at MOUNTPOINT (runs in the foreground)",
+		Long: `Mount SOURCE read-only at MOUNTPOINT and serve it until interrupted
+(SIGINT/SIGTERM unmount cleanly) or until 'dsmount unmount MOUNTPOINT'.
+
+SOURCE is s3://BUCKET[/PREFIX] or a local directory. S3 credentials, region
+and endpoint come from the standard AWS configuration (AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3, ...);
+--s3-endpoint and --s3-path-style serve S3-compatible stores such as MinIO.
+
+The first mount of a source lists it and keeps the listing in the cache;
+later mounts reuse it (--refresh lists again, picking up changed objects).`,
+		Example: `  dsmount mount s3://my-datasets/imagenet /mnt/imagenet --cache-dir /nvme/dsmount --cache-size 500G
+  dsmount mount /nfs/datasets/coco /mnt/coco
+  dsmount mount s3://bucket/prefix /mnt/data --s3-endpoint http://127.0.0.1:9000 --s3-path-style`,
+		Args: exactArgs(2, "SOURCE and MOUNTPOINT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMount(cmd.Context(), args[0], args[1], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount process per directory)")
+	fl.StringVar(&f.cacheSize, "cache-size", "", "most bytes of data to keep, e.g. 200G (default: 80% of the cache filesystem's free space at start)")
+	fl.StringVar(&f.chunkSize, "chunk-size", "4M", "unit of fetching and caching; a smaller object is one chunk")
+	fl.StringVar(&f.policy, "cache-policy", "fill-and-hold", "what to keep when the cache is full: fill-and-hold (keep what is cached, stream the rest) or lru")
+	fl.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for S3-compatible stores, e.g. http://127.0.0.1:9000")
+	fl.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address buckets as ENDPOINT/BUCKET instead of BUCKET.ENDPOINT")
+	fl.BoolVar(&f.anonymous, "anonymous", false, "read a public bucket without credentials")
+	fl.BoolVar(&f.refresh, "refresh", false, "list the source again instead of using the stored listing")
+	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one read the mount")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "dsmount")
+	}
+	return filepath.Join(os.TempDir(), "dsmount-cache")
+}
+
+// mountPlan is the validated command line.
+type mountPlan struct {
+	source, mountpoint, cacheDir string
+	capacity, chunkSize          int64
+	policy                       cache.Policy
+}
+
+func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
+	p := mountPlan{source: source}
+	var err error
+	if f.cacheSize != "" {
+		if p.capacity, err = parseSize(f.cacheSize); err != nil {
+			return p, usagef("--cache-size: %w", err)
+		}
+		if p.capacity == 0 {
+			return p, usagef("--cache-size: must be more than 0")
+		}
+	}
+	if p.chunkSize, err = parseSize(f.chunkSize); err != nil {
+		return p, usagef("--chunk-size: %w", err)
+	}
+	if p.chunkSize < 64<<10 || p.chunkSize > 256<<20 {
+		return p, usagef("--chunk-size: %s is outside 64K..256M", f.chunkSize)
+	}
+	var ok bool
+	if p.policy, ok = cache.PolicyByName(f.policy); !ok {
+		return p, usagef("--cache-policy: unknown policy %q (want fill-and-hold or lru)", f.policy)
+	}
+	if p.cacheDir, err = filepath.Abs(f.cacheDir); err != nil {
+		return p, usagef("--cache-dir: %w", err)
+	}
+	if p.mountpoint, err = checkMountpoint(mountpoint); err != nil {
+		return p, err
+	}
+	if strings.HasPrefix(p.cacheDir+"/", p.mountpoint+"/") {
+		return p, usagef("--cache-dir %s is inside the mountpoint", p.cacheDir)
+	}
+	return p, nil
+}
+
+// checkMountpoint wants an existing, empty directory.
+func checkMountpoint(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usagef("mountpoint %s: %w", dir, err)
+	}
+	d, err := os.Open(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", usagef("mountpoint %s does not exist", abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
+	}
+	defer d.Close()
+	if st, err := d.Stat(); err != nil || !st.IsDir() {
+		return "", usagef("mountpoint %s is not a directory", abs)
+	}
+	names, err := d.Readdirnames(1)
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
+	}
+	if len(names) > 0 {
+		return "", usagef("mountpoint %s is not empty", abs)
+	}
+	return abs, nil
+}
+
+func openBackend(ctx context.Context, source string, f mountFlags, log *slog.Logger) (backend.Backend, error) {
+	if strings.HasPrefix(source, "s3://") {
+		return s3.New(ctx, source, s3.Options{Endpoint: f.s3Endpoint, PathStyle: f.s3PathStyle, Anonymous: f.anonymous, Logger: log})
+	}
+	if i := strings.Index(source, "://"); i > 0 {
+		return nil, usagef("unsupported source %q: want s3://BUCKET[/PREFIX] or a local directory", source)
+	}
+	if f.s3Endpoint != "" || f.s3PathStyle || f.anonymous {
+		return nil, usagef("--s3-endpoint, --s3-path-style and --anonymous apply to s3:// sources only")
+	}
+	return posix.New(source, posix.Options{Logger: log})
+}
+
+func runMount(ctx context.Context, source, mountpoint string, f mountFlags) error {
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	p, err := planMount(source, mountpoint, f)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	b, err := openBackend(ctx, p.source, f, log)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	c, err := cache.Open(p.cacheDir, cache.Options{Capacity: p.capacity, ChunkSize: p.chunkSize, Policy: p.policy, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			log.Warn("closing cache", "err", err)
+		}
+	}()
+	if p.capacity == 0 {
+		c.SetCapacity(c.Used() + freeSpace(p.cacheDir)*4/5)
+	}
+
+	objs, err := dsfs.LoadListing(ctx, c, b, f.refresh, log)
+	if err != nil {
+		return err
+	}
+	m := dsfs.New(dsfs.Config{Source: c.Source(b), Objects: objs, AllowOther: f.allowOther, Logger: log})
+	reportSkipped(log, m.Skipped())
+	if err := m.Serve(p.mountpoint); err != nil {
+		return err
+	}
+	log.Info("mounted", "source", b.ID(), "mountpoint", p.mountpoint, "files", m.Files(), "dirs", m.Dirs(),
+		"cache_dir", p.cacheDir, "cache_used", c.Used(), "cache_capacity", c.Capacity(), "chunk_size", p.chunkSize)
+
+	served := make(chan struct{})
+	go func() { m.Server().Wait(); close(served) }()
+	select {
+	case <-served:
+		log.Info("unmounted from outside; exiting", "mountpoint", p.mountpoint)
+	case <-ctx.Done():
+		stop() // a second signal kills the process the default way
+		log.Info("unmounting", "mountpoint", p.mountpoint)
+		if err := unmountWithRetry(m, log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unmountWithRetry unmounts, falling back to a lazy detach if the mount is
+// busy: the process is exiting either way, and a dead daemon's mount only
+// answers ENOTCONN.
+func unmountWithRetry(m *dsfs.Mount, log *slog.Logger) error {
+	err := m.Unmount()
+	if err == nil {
+		return nil
+	}
+	log.Warn("unmount failed; detaching lazily", "err", err)
+	if lerr := syscall.Unmount(m.Mountpoint(), syscall.MNT_DETACH); lerr != nil {
+		return fmt.Errorf("unmount %s: %w", m.Mountpoint(), err)
+	}
+	waitDone(m, 5*time.Second)
+	return nil
+}
+
+func waitDone(m *dsfs.Mount, d time.Duration) {
+	done := make(chan struct{})
+	go func() { m.Server().Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+func reportSkipped(log *slog.Logger, skipped []dsfs.SkippedKey) {
+	for i, s := range skipped {
+		if i == 20 {
+			log.Warn("more keys skipped", "count", len(skipped)-20)
+			break
+		}
+		log.Warn("key skipped: it can't be a file name", "key", s.Key, "reason", s.Reason)
+	}
+}
+
+func freeSpace(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level: unknown level %q (want debug, info, warn or error)", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, usagef("--log-format: unknown format %q (want text or json)", format)
+}

@@ -1,0 +1,29 @@
+// Package fs is dsmount's read-only FUSE filesystem (go-fuse v2): it turns a
+// backend listing into a directory tree and serves file reads through a
+// cache.Source.
+//
+// # Tree
+//
+// The tree is built once per mount from the listing (tree.go) and never
+// changes while mounted: the data is immutable, so the kernel may keep
+// entries, attributes and pages for a long time (see Mount's timeouts and
+// FOPEN_KEEP_CACHE). Directories come from key prefixes; S3 directory markers
+// ("a/b/") only make sure a directory exists. Keys that can't be file names
+// (empty, "." or ".." components, NUL bytes, components over 255 bytes, a
+// file shadowed by a directory of the same name) are skipped and reported,
+// never fatal. Inodes are created lazily on LOOKUP from the tree's entries,
+// with stable inode numbers, so a million-object prefix costs one small
+// entry per object until the kernel asks for it.
+//
+// # Errors
+//
+// Every errno this package returns comes from toErrno (errno.go), the one
+// place backend and cache errors are mapped. Anything that would modify the
+// tree fails with EROFS (the mount is also "ro" in the kernel).
+//
+// # Concurrency
+//
+// The tree is read-only after construction; each directory sorts its
+// listing once, under a sync.Once. Reads run concurrently; the cache does its
+// own locking.
+package fs

@@ -1,0 +1,34 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+// toErrno maps an error from the cache or backend to the errno the kernel
+// returns to the reader. It is the only such mapping in dsmount.
+func toErrno(err error) syscall.Errno {
+	var errno syscall.Errno
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return 0
+	case errors.Is(err, context.Canceled):
+		return syscall.EINTR
+	case errors.Is(err, backend.ErrNotFound):
+		return syscall.ENOENT
+	case errors.Is(err, backend.ErrPermission):
+		return syscall.EACCES
+	case errors.Is(err, backend.ErrInvalid):
+		return syscall.EINVAL
+	case errors.As(err, &errno):
+		return errno
+	default:
+		// ErrChanged, ErrThrottled, ErrUnavailable, deadlines and anything
+		// unforeseen: the read failed, and retrying won't obviously help.
+		return syscall.EIO
+	}
+}

@@ -1,0 +1,121 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache"
+)
+
+// kernelTimeout is how long the kernel may trust entries and attributes.
+// Objects don't change under a mount (a changed object is a new version that
+// only a remount with a fresh listing shows), so an hour is safe.
+const kernelTimeout = time.Hour
+
+// Config describes one mount.
+type Config struct {
+	// Source serves the objects' bytes.
+	Source *cache.Source
+	// Objects is the listing the tree is built from.
+	Objects []backend.Object
+	// AllowOther lets users other than the mounter read the mount.
+	AllowOther bool
+	// Logger receives skipped keys and read errors. Default: discard.
+	Logger *slog.Logger
+}
+
+// Mount is one mounted dsmount filesystem.
+type Mount struct {
+	dir        string
+	src        *cache.Source
+	log        *slog.Logger
+	tree       *tree
+	server     *fuse.Server
+	uid, gid   uint32
+	allowOther bool
+
+	readErrors atomic.Int64
+}
+
+// New builds the mount's tree from cfg without mounting it, so callers can
+// report on the tree (Files, Skipped) before serving.
+func New(cfg Config) *Mount {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Mount{
+		src:        cfg.Source,
+		log:        log,
+		tree:       buildTree(cfg.Objects, time.Now()),
+		allowOther: cfg.AllowOther,
+		uid:        uint32(os.Getuid()),
+		gid:        uint32(os.Getgid()),
+	}
+}
+
+// Files and Dirs count the tree's entries; Skipped lists the keys left out.
+func (m *Mount) Files() int            { return m.tree.files }
+func (m *Mount) Dirs() int             { return m.tree.dirs }
+func (m *Mount) Skipped() []SkippedKey { return m.tree.skipped }
+func (m *Mount) ReadErrors() int64     { return m.readErrors.Load() }
+func (m *Mount) Server() *fuse.Server  { return m.server }
+func (m *Mount) Mountpoint() string    { return m.dir }
+
+// Serve mounts the tree at dir and serves it in the background until
+// Unmount.
+func (m *Mount) Serve(dir string) error {
+	timeout := kernelTimeout
+	opts := &gofs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		UID:             m.uid,
+		GID:             m.gid,
+		MountOptions: fuse.MountOptions{
+			FsName:        m.src.Backend().ID(),
+			Name:          "dsmount",
+			Options:       []string{"ro"},
+			AllowOther:    m.allowOther,
+			DirectMount:   true, // as root, skip fusermount; falls back to it otherwise
+			DisableXAttrs: true,
+			MaxWrite:      1 << 20,
+			MaxReadAhead:  1 << 20,
+			MaxBackground: 64,
+		},
+	}
+	root := &node{m: m, e: m.tree.root}
+	server, err := gofs.Mount(dir, root, opts)
+	if err != nil {
+		return fmt.Errorf("mount %s: %w", dir, err)
+	}
+	m.dir = dir
+	m.server = server
+	return nil
+}
+
+// Unmount detaches the filesystem and waits for the server to stop.
+func (m *Mount) Unmount() error {
+	if m.server == nil {
+		return errors.New("not mounted")
+	}
+	err := m.server.Unmount()
+	m.server.Wait()
+	return err
+}
+
+// readFailed counts a failed read and logs the first hundred, so a failing
+// store doesn't flood the log.
+func (m *Mount) readFailed(key string, off int64, err error) {
+	if m.readErrors.Add(1) <= 100 {
+		m.log.Warn("read failed", "key", key, "offset", off, "err", err)
+	}
+}

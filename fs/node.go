@@ -1,0 +1,136 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// node is a file or directory of the mount. One type serves both: the tree
+// entry says which.
+type node struct {
+	gofs.Inode
+	m *Mount
+	e *entry
+}
+
+var (
+	_ gofs.NodeLookuper  = (*node)(nil)
+	_ gofs.NodeReaddirer = (*node)(nil)
+	_ gofs.NodeGetattrer = (*node)(nil)
+	_ gofs.NodeOpener    = (*node)(nil)
+	_ gofs.NodeReader    = (*node)(nil)
+	_ gofs.NodeSetattrer = (*node)(nil)
+	_ gofs.NodeCreater   = (*node)(nil)
+	_ gofs.NodeMkdirer   = (*node)(nil)
+	_ gofs.NodeMknoder   = (*node)(nil)
+	_ gofs.NodeUnlinker  = (*node)(nil)
+	_ gofs.NodeRmdirer   = (*node)(nil)
+	_ gofs.NodeRenamer   = (*node)(nil)
+	_ gofs.NodeSymlinker = (*node)(nil)
+	_ gofs.NodeLinker    = (*node)(nil)
+)
+
+func (n *node) fillAttr(out *fuse.Attr) {
+	e := n.e
+	out.Ino = e.ino
+	out.Uid, out.Gid = n.m.uid, n.m.gid
+	if e.isDir() {
+		out.Mode = fuse.S_IFDIR | 0o555
+		out.Nlink = 2
+		out.SetTimes(nil, &e.dir.mtime, &e.dir.mtime)
+		return
+	}
+	out.Mode = fuse.S_IFREG | 0o444
+	out.Nlink = 1
+	out.Size = uint64(e.obj.Size)
+	out.Blocks = (out.Size + 511) / 512
+	out.Blksize = 1 << 20
+	mt := e.obj.ModTime
+	out.SetTimes(nil, &mt, &mt)
+}
+
+func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.fillAttr(&out.Attr)
+	return 0
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if !n.e.isDir() {
+		return nil, syscall.ENOTDIR
+	}
+	c, ok := n.e.dir.children[name]
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	child := &node{m: n.m, e: c}
+	child.fillAttr(&out.Attr)
+	mode := uint32(fuse.S_IFREG)
+	if c.isDir() {
+		mode = fuse.S_IFDIR
+	}
+	// NewInode returns the existing inode when this Ino is already known.
+	return n.NewInode(ctx, child, gofs.StableAttr{Mode: mode, Ino: c.ino}), 0
+}
+
+func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	if !n.e.isDir() {
+		return nil, syscall.ENOTDIR
+	}
+	return gofs.NewListDirStream(n.e.dir.listing()), 0
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	// The object behind an inode never changes while mounted.
+	return nil, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if n.e.isDir() {
+		return nil, syscall.EISDIR
+	}
+	got, err := n.m.src.ReadAt(ctx, n.e.obj, dest, off)
+	if errno := toErrno(err); errno != 0 {
+		n.m.readFailed(n.e.obj.Key, off, err)
+		return nil, errno
+	}
+	return fuse.ReadResultData(dest[:got]), 0
+}
+
+// The mount is read-only: everything that would change it fails with EROFS.
+
+func (n *node) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (n *node) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+
+func (n *node) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (n *node) Mknod(context.Context, string, uint32, uint32, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (n *node) Unlink(context.Context, string) syscall.Errno { return syscall.EROFS }
+func (n *node) Rmdir(context.Context, string) syscall.Errno  { return syscall.EROFS }
+
+func (n *node) Rename(context.Context, string, gofs.InodeEmbedder, string, uint32) syscall.Errno {
+	return syscall.EROFS
+}
+
+func (n *node) Symlink(context.Context, string, string, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+func (n *node) Link(context.Context, gofs.InodeEmbedder, string, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
