@@ -55,7 +55,9 @@ type Cache struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	fetches sync.WaitGroup
-	flight  singleflight.Group
+	// maintenance counts background goroutines (value-log GC).
+	maintenance sync.WaitGroup
+	flight      singleflight.Group
 
 	mu      sync.Mutex // guards objects and closed
 	objects map[ObjectID]*object
@@ -111,6 +113,8 @@ func Open(dir string, opts Options) (*Cache, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.commits = startCommitter(c.db, c.log)
+	c.maintenance.Add(1)
+	go c.runValueLogGC()
 	return c, nil
 }
 
@@ -223,6 +227,7 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.fetches.Wait()
+	c.maintenance.Wait()
 	err := c.commits.close()
 	if cerr := c.db.Close(); err == nil {
 		err = cerr

@@ -327,3 +327,29 @@ func TestListingRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestEvictStaleDropsOldVersions(t *testing.T) {
+	mem := newMem()
+	r := rand.New(rand.NewPCG(11, 12))
+	keep := mem.put("keep", randBytes(r, 10<<10))
+	old := mem.put("changes", randBytes(r, 10<<10))
+	gone := mem.put("gone", randBytes(r, 10<<10))
+	c := openCache(t, t.TempDir(), Options{})
+	defer c.Close()
+	s := c.Source(mem)
+	for _, o := range []backend.Object{keep, old, gone} {
+		readAll(t, s, o)
+	}
+	newer := mem.put("changes", randBytes(r, 10<<10))
+	if n := c.EvictStale(mem.ID(), []backend.Object{keep, newer}); n != 2 {
+		t.Fatalf("evicted %d, want 2 (old version and vanished object)", n)
+	}
+	if c.Used() != keep.Size {
+		t.Fatalf("used %d after evicting stale, want %d", c.Used(), keep.Size)
+	}
+	before := mem.reads.Load()
+	readAll(t, s, keep)
+	if mem.reads.Load() != before {
+		t.Fatal("current object was evicted")
+	}
+}

@@ -39,5 +39,8 @@ func LoadListing(ctx context.Context, c *cache.Cache, b backend.Backend, refresh
 	if err := c.SaveListing(b.ID(), objs); err != nil {
 		log.Warn("could not store listing; the next mount will relist", "err", err)
 	}
+	if n := c.EvictStale(b.ID(), objs); n > 0 {
+		log.Info("dropped cached versions of objects that changed or vanished", "objects", n)
+	}
 	return objs, nil
 }

@@ -1,0 +1,56 @@
+package cache
+
+import (
+	"time"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+// EvictStale drops the cached versions of source's objects that objs (a
+// fresh, complete listing of source) no longer names: they can't be read
+// through a mount built from that listing, and under fill-and-hold they
+// would otherwise hold their space forever. It returns how many it dropped.
+func (c *Cache) EvictStale(source string, objs []backend.Object) int {
+	current := make(map[ObjectID]struct{}, len(objs))
+	for _, o := range objs {
+		m := metaOf(source, o, c.chunkSize)
+		current[m.id()] = struct{}{}
+	}
+	var stale []ObjectID
+	c.mu.Lock()
+	for id, o := range c.objects {
+		if o.meta.Source != source {
+			continue
+		}
+		if _, ok := current[id]; !ok {
+			stale = append(stale, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range stale {
+		c.evict(id)
+	}
+	return len(stale)
+}
+
+// valueLogGCInterval paces badger's value-log garbage collection, which is
+// manual. Most records are small and live in the LSM tree; listing pages go
+// to the value log and leave garbage behind when a listing is replaced.
+const valueLogGCInterval = 10 * time.Minute
+
+// runValueLogGC is the Cache's maintenance goroutine; it stops at Close.
+func (c *Cache) runValueLogGC() {
+	defer c.maintenance.Done()
+	tick := time.NewTicker(valueLogGCInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick.C:
+			for c.db.RunValueLogGC(0.5) == nil {
+				// Each successful run rewrote one file; go again while it pays.
+			}
+		}
+	}
+}
