@@ -1,0 +1,266 @@
+// Command bench measures dsmount's read path side by side with its
+// references in one run, as ratios (these machines are shared and noisy):
+//
+//   - direct: the same files read from a local directory (page cache dropped,
+//     then warm);
+//   - raw GETs: plain parallel GetObject calls to MinIO, no filesystem (the
+//     backend's own ceiling);
+//   - mount cold: through a fresh dsmount mount of the MinIO bucket;
+//   - mount hot: the same mount again (kernel page cache), and a remount on
+//     the same cache dir (chunks served from the cache files).
+//
+// Each small-file pass reads every file once in a shuffled order with
+// --readers parallel readers; the large file is read once sequentially in
+// 1 MiB reads. Usage: go run ./test/bench [flags]; needs root (FUSE, and
+// drop_caches) and the MinIO binary that test/run.sh installs.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+type result struct {
+	name        string
+	files       int
+	bytes       int64
+	elapsed     time.Duration
+	refName     string
+	gets        int64 // MinIO GETs during the pass (-1: not measured)
+	description string
+}
+
+func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
+func (r result) mbPerSec() float64    { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
+
+func main() {
+	var (
+		nFiles    = flag.Int("files", 10000, "number of small files")
+		fileSize  = flag.Int("file-size", 110_000, "size of each small file in bytes")
+		largeMiB  = flag.Int64("large-mib", 256, "size of the large file in MiB (0: none)")
+		readers   = flag.Int("readers", 8, "parallel readers per small-file pass")
+		getsPar   = flag.Int("gets", 64, "GETs in flight for the raw-GET reference")
+		chunkSize = flag.String("chunk-size", "4M", "dsmount --chunk-size")
+		seed      = flag.Int64("seed", 1, "shuffle seed")
+		drop      = flag.Bool("drop-caches", os.Geteuid() == 0, "drop the page cache before cold passes (root)")
+	)
+	flag.Parse()
+
+	t := testenv.NewProgramT("dsmount-bench")
+	defer t.Close()
+	work := t.TempDir()
+	src := filepath.Join(work, "src")
+	os.MkdirAll(src, 0o755)
+
+	spec := testenv.DatasetSpec{Seed: 7, SmallFiles: *nFiles, SmallMin: *fileSize, SmallMax: *fileSize, FilesPerDir: 500, MaxDepth: 2}
+	if *largeMiB > 0 {
+		spec.LargeFiles = []int64{*largeMiB << 20}
+	}
+	t0 := time.Now()
+	paths := testenv.GenerateDataset(t, src, spec)
+	var small []string
+	var large string
+	for _, p := range paths {
+		if strings.HasPrefix(p, "large/") {
+			large = p
+		} else {
+			small = append(small, p)
+		}
+	}
+	sort.Strings(small)
+	fmt.Fprintf(os.Stderr, "dataset: %d small files of %d B + large %d MiB, generated in %v\n", len(small), *fileSize, *largeMiB, time.Since(t0).Round(time.Millisecond))
+
+	mc := testenv.StartMinIO(t)
+	mc.CreateBucket("bench")
+	t0 = time.Now()
+	mc.UploadDir("bench", "ds", src)
+	fmt.Fprintf(os.Stderr, "uploaded to MinIO in %v\n", time.Since(t0).Round(time.Millisecond))
+
+	bin, err := testenv.BuildDsmount(filepath.Join(work, "bin"))
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	dropCaches := func() {
+		if !*drop {
+			return
+		}
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
+			t.Fatalf("drop caches: %v (run as root or pass --drop-caches=false)", err)
+		}
+	}
+	gets := func() int64 { n, _ := mc.GetObjectCount(); return n }
+
+	var results []result
+	smallPass := func(name, root, ref, desc string) {
+		before := gets()
+		var bytes atomic.Int64
+		start := time.Now()
+		err := testenv.ReadAllShuffled(root, small, *readers, *seed, func(_ string, data []byte) error {
+			bytes.Add(int64(len(data)))
+			return nil
+		})
+		el := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		results = append(results, result{name: name, files: len(small), bytes: bytes.Load(), elapsed: el, refName: ref, gets: gets() - before, description: desc})
+	}
+	largePass := func(name, root, ref, desc string) {
+		if large == "" {
+			return
+		}
+		before := gets()
+		start := time.Now()
+		n, err := readSequential(filepath.Join(root, large))
+		el := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		results = append(results, result{name: name, files: 1, bytes: n, elapsed: el, refName: ref, gets: gets() - before, description: desc})
+	}
+
+	// References: direct local reads, cold and warm.
+	dropCaches()
+	smallPass("direct cold", src, "", "local dir, page cache dropped")
+	smallPass("direct warm", src, "", "local dir, page cache warm")
+	dropCaches()
+	largePass("large direct cold", src, "", "local file, page cache dropped")
+	largePass("large direct warm", src, "", "local file, page cache warm")
+
+	// The backend's own ceiling: parallel GETs, no filesystem.
+	results = append(results, rawGets(t, mc, small, *getsPar, *seed))
+
+	// Through the mount.
+	mnt := filepath.Join(work, "mnt")
+	os.MkdirAll(mnt, 0o755)
+	cacheDir := filepath.Join(work, "cache")
+	mountArgs := append([]string{"--cache-dir", cacheDir, "--chunk-size", *chunkSize}, mc.MountArgs()...)
+	m := testenv.StartMount(t, testenv.MountConfig{Bin: bin, Source: "s3://bench/ds", Mountpoint: mnt, Args: mountArgs, Env: mc.Env()})
+	smallPass("mount cold", mnt, "raw GETs", "fresh cache, from MinIO")
+	largePass("large mount cold", mnt, "large direct cold", "fresh cache, from MinIO")
+	smallPass("mount hot (same mount)", mnt, "direct warm", "kernel page cache")
+	largePass("large mount hot (same mount)", mnt, "large direct warm", "kernel page cache")
+	m.Stop()
+
+	m = testenv.StartMount(t, testenv.MountConfig{Bin: bin, Source: "s3://bench/ds", Mountpoint: mnt, Args: mountArgs, Env: mc.Env()})
+	dropCaches()
+	smallPass("mount hot (remount, cold page cache)", mnt, "direct cold", "remount, chunks read from cache files on disk")
+	smallPass("mount hot (remount)", mnt, "direct warm", "remount, second pass")
+	dropCaches()
+	largePass("large mount hot (remount, cold page cache)", mnt, "large direct cold", "remount, cache file on disk")
+	m.Stop()
+	m = testenv.StartMount(t, testenv.MountConfig{Bin: bin, Source: "s3://bench/ds", Mountpoint: mnt, Args: mountArgs, Env: mc.Env()})
+	readSequential(filepath.Join(src, large)) // warm the reference's page cache again
+	largePass("large mount hot (remount)", mnt, "large direct warm", "remount, cache file in page cache")
+	m.Stop()
+
+	report(results, *readers)
+}
+
+func readSequential(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		k, err := f.Read(buf)
+		n += int64(k)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// rawGets fetches every small object with plain GetObject calls, par in
+// flight, in the same shuffled order: what the store gives with no
+// filesystem in the way.
+func rawGets(t *testenv.ProgramT, mc *testenv.MinIO, small []string, par int, seed int64) result {
+	order := append([]string(nil), small...)
+	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
+	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	client := mc.Client()
+	var next, bytes atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256<<10)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(order)) {
+					return
+				}
+				out, err := client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("bench"), Key: aws.String("ds/" + order[i])})
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				for {
+					k, err := out.Body.Read(buf)
+					bytes.Add(int64(k))
+					if err != nil {
+						break
+					}
+				}
+				out.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		t.Fatalf("raw GETs: %v", err)
+	}
+	return result{name: "raw GETs", files: len(order), bytes: bytes.Load(), elapsed: el, gets: int64(len(order)), description: fmt.Sprintf("%d GetObject in flight, no filesystem", par)}
+}
+
+func report(results []result, readers int) {
+	byName := map[string]result{}
+	for _, r := range results {
+		byName[r.name] = r
+	}
+	fmt.Printf("\n%-44s %10s %10s %8s %-22s %8s  %s\n", "pass", "files/s", "MB/s", "GETs", "vs reference", "ratio", "what")
+	for _, r := range results {
+		ratio, ref := "", ""
+		if r.refName != "" {
+			if b, ok := byName[r.refName]; ok {
+				ref = r.refName
+				if r.files > 1 {
+					ratio = fmt.Sprintf("%.2fx", r.filesPerSec()/b.filesPerSec())
+				} else {
+					ratio = fmt.Sprintf("%.2fx", r.mbPerSec()/b.mbPerSec())
+				}
+			}
+		}
+		fps := fmt.Sprintf("%.0f", r.filesPerSec())
+		if r.files == 1 {
+			fps = "-"
+		}
+		fmt.Printf("%-44s %10s %10.0f %8d %-22s %8s  %s\n", r.name, fps, r.mbPerSec(), r.gets, ref, ratio, r.description)
+	}
+	fmt.Printf("\nsmall-file passes: %d readers, shuffled; large file: one sequential reader, 1 MiB reads\n", readers)
+}

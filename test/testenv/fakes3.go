@@ -1,0 +1,309 @@
+package testenv
+
+import (
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// FakeS3 is a minimal in-process S3 endpoint (path-style, one bucket, no
+// signature checks) for keys a real server refuses to store: MinIO rejects
+// "a//b", "./x", "../y" and names over 255 bytes per component, which AWS S3
+// accepts and a mount must survive. It serves ListObjectsV2 (prefix,
+// max-keys, continuation-token, start-after, encoding-type=url), HeadObject,
+// and GetObject with Range and If-Match / If-None-Match, which is what an S3
+// client reading a dataset needs. Prefer MinIO for everything else.
+type FakeS3 struct {
+	Bucket string
+	// IgnoreIfMatch makes GetObject ignore If-Match, like S3-compatible
+	// stores that do not implement conditional reads.
+	IgnoreIfMatch bool
+
+	srv  *http.Server
+	ln   net.Listener
+	mu   sync.Mutex
+	objs map[string]fakeObject
+	gets atomic.Int64
+}
+
+type fakeObject struct {
+	data    []byte
+	etag    string
+	modTime time.Time
+}
+
+// StartFakeS3 serves bucket on 127.0.0.1 until the test ends.
+func StartFakeS3(t T, bucket string) *FakeS3 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("fake S3: %v", err)
+	}
+	f := &FakeS3{Bucket: bucket, ln: ln, objs: map[string]fakeObject{}}
+	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve)} // no ServeMux: it would clean "a//b" and "./x"
+	go f.srv.Serve(ln)
+	t.Cleanup(func() { f.srv.Close() })
+	return f
+}
+
+// Endpoint is the URL to give an S3 client (path-style).
+func (f *FakeS3) Endpoint() string { return "http://" + f.ln.Addr().String() }
+
+// Put stores (or replaces) an object.
+func (f *FakeS3) Put(key string, data []byte) {
+	sum := md5.Sum(data)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.objs[key] = fakeObject{data: append([]byte(nil), data...), etag: hex.EncodeToString(sum[:]),
+		modTime: time.Now().UTC().Truncate(time.Second)}
+}
+
+// GetCount is how many GetObject requests the server has received.
+func (f *FakeS3) GetCount() int64 { return f.gets.Load() }
+
+// Env returns an environment for a dsmount reading from this server (any
+// credentials are accepted).
+func (f *FakeS3) Env(extra ...string) []string {
+	base := filterEnv(os.Environ(), "AWS_", "AWS_CA_BUNDLE")
+	base = append(base, "AWS_ACCESS_KEY_ID=fake", "AWS_SECRET_ACCESS_KEY=fake-secret",
+		"AWS_REGION="+MinIORegion, "AWS_EC2_METADATA_DISABLED=true")
+	return append(base, extra...)
+}
+
+// MountArgs are the dsmount flags that point it at this server.
+func (f *FakeS3) MountArgs() []string {
+	return []string{"--s3-endpoint", f.Endpoint(), "--s3-path-style"}
+}
+
+type s3Error struct {
+	XMLName xml.Name `xml:"Error"`
+	Code    string
+	Message string
+}
+
+func writeS3Error(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		out, _ := xml.Marshal(s3Error{Code: code, Message: msg})
+		w.Write([]byte(xml.Header))
+		w.Write(out)
+	}
+}
+
+func (f *FakeS3) serve(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("x-amz-request-id", "fake")
+	raw := r.URL.EscapedPath()
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		writeS3Error(w, r, 400, "InvalidURI", err.Error())
+		return
+	}
+	p = strings.TrimPrefix(p, "/")
+	bucket, key, hasKey := strings.Cut(p, "/")
+	if bucket != f.Bucket {
+		writeS3Error(w, r, 404, "NoSuchBucket", "The specified bucket does not exist")
+		return
+	}
+	switch {
+	case !hasKey || key == "" && r.Method == http.MethodGet:
+		if r.Method == http.MethodHead {
+			w.WriteHeader(200)
+			return
+		}
+		if r.Method != http.MethodGet {
+			writeS3Error(w, r, 405, "MethodNotAllowed", r.Method)
+			return
+		}
+		if _, ok := r.URL.Query()["location"]; ok {
+			w.Header().Set("Content-Type", "application/xml")
+			fmt.Fprintf(w, `%s<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></LocationConstraint>`, xml.Header)
+			return
+		}
+		f.list(w, r)
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		f.object(w, r, key)
+	default:
+		writeS3Error(w, r, 405, "MethodNotAllowed", r.Method)
+	}
+}
+
+type listResult struct {
+	XMLName               xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListBucketResult"`
+	Name                  string
+	Prefix                string
+	KeyCount              int
+	MaxKeys               int
+	IsTruncated           bool
+	EncodingType          string `xml:",omitempty"`
+	ContinuationToken     string `xml:",omitempty"`
+	NextContinuationToken string `xml:",omitempty"`
+	StartAfter            string `xml:",omitempty"`
+	Contents              []listEntry
+}
+
+type listEntry struct {
+	Key          string
+	LastModified string
+	ETag         string
+	Size         int64
+	StorageClass string
+}
+
+func (f *FakeS3) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("list-type") != "2" {
+		writeS3Error(w, r, 501, "NotImplemented", "only ListObjectsV2")
+		return
+	}
+	prefix := q.Get("prefix")
+	maxKeys := 1000
+	if s := q.Get("max-keys"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n >= 0 && n < maxKeys {
+			maxKeys = n
+		}
+	}
+	after := q.Get("start-after")
+	if tok := q.Get("continuation-token"); tok != "" {
+		b, err := base64.StdEncoding.DecodeString(tok)
+		if err != nil {
+			writeS3Error(w, r, 400, "InvalidArgument", "bad continuation token")
+			return
+		}
+		after = string(b)
+	}
+	urlEnc := q.Get("encoding-type") == "url"
+	enc := func(s string) string {
+		if urlEnc {
+			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+		}
+		return s
+	}
+	f.mu.Lock()
+	keys := make([]string, 0, len(f.objs))
+	for k := range f.objs {
+		if strings.HasPrefix(k, prefix) && k > after {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	res := listResult{Name: f.Bucket, Prefix: enc(prefix), MaxKeys: maxKeys,
+		ContinuationToken: q.Get("continuation-token"), StartAfter: enc(q.Get("start-after"))}
+	if urlEnc {
+		res.EncodingType = "url"
+	}
+	if len(keys) > maxKeys {
+		keys = keys[:maxKeys]
+		res.IsTruncated = true
+		if maxKeys > 0 {
+			res.NextContinuationToken = base64.StdEncoding.EncodeToString([]byte(keys[len(keys)-1]))
+		}
+	}
+	for _, k := range keys {
+		o := f.objs[k]
+		res.Contents = append(res.Contents, listEntry{Key: enc(k), LastModified: o.modTime.Format("2006-01-02T15:04:05.000Z"),
+			ETag: `"` + o.etag + `"`, Size: int64(len(o.data)), StorageClass: "STANDARD"})
+	}
+	f.mu.Unlock()
+	res.KeyCount = len(res.Contents)
+	out, err := xml.Marshal(res)
+	if err != nil {
+		writeS3Error(w, r, 500, "InternalError", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.Write([]byte(xml.Header))
+	w.Write(out)
+}
+
+func (f *FakeS3) object(w http.ResponseWriter, r *http.Request, key string) {
+	if r.Method == http.MethodGet {
+		f.gets.Add(1)
+	}
+	f.mu.Lock()
+	o, ok := f.objs[key]
+	f.mu.Unlock()
+	if !ok {
+		writeS3Error(w, r, 404, "NoSuchKey", "The specified key does not exist.")
+		return
+	}
+	etag := `"` + o.etag + `"`
+	if im := r.Header.Get("If-Match"); !f.IgnoreIfMatch && im != "" && im != "*" && strings.Trim(im, `"`) != o.etag {
+		writeS3Error(w, r, 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+		return
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == "*" || strings.Trim(inm, `"`) == o.etag) {
+		w.WriteHeader(304)
+		return
+	}
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Last-Modified", o.modTime.Format(http.TimeFormat))
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("Content-Type", "application/octet-stream")
+	size := int64(len(o.data))
+	start, end, status := int64(0), size-1, 200
+	if rg := r.Header.Get("Range"); rg != "" {
+		s, e, ok := parseRange(rg, size)
+		if !ok {
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+			writeS3Error(w, r, 416, "InvalidRange", "The requested range is not satisfiable")
+			return
+		}
+		start, end, status = s, e, 206
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, size))
+	}
+	n := end - start + 1
+	if n < 0 {
+		n = 0
+	}
+	h.Set("Content-Length", strconv.FormatInt(n, 10))
+	w.WriteHeader(status)
+	if r.Method == http.MethodGet && n > 0 {
+		w.Write(o.data[start : end+1])
+	}
+}
+
+// parseRange handles "bytes=a-b", "bytes=a-" and "bytes=-n".
+func parseRange(s string, size int64) (start, end int64, ok bool) {
+	spec, found := strings.CutPrefix(s, "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(spec, "-")
+	if !found {
+		return 0, 0, false
+	}
+	if a == "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, 0, false
+		}
+		return max(0, size-n), size - 1, size > 0
+	}
+	start, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || start >= size {
+		return 0, 0, false
+	}
+	end = size - 1
+	if b != "" {
+		e, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || e < start {
+			return 0, 0, false
+		}
+		end = min(e, size-1)
+	}
+	return start, end, true
+}
