@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,8 +190,16 @@ func (c *Cache) checkFormat() error {
 }
 
 // loadObjects reads every object record (not the chunk records) to rebuild
-// capacity accounting and the policy's view of what is cached.
+// capacity accounting and the policy's view of what is cached, which it is
+// told oldest access first.
 func (c *Cache) loadObjects() error {
+	var cached []*object
+	defer func() {
+		sort.Slice(cached, func(i, j int) bool { return cached[i].accessed.Load() < cached[j].accessed.Load() })
+		for _, o := range cached {
+			c.policy.Added(o.id, o.cached)
+		}
+	}()
 	return c.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256, Prefix: []byte{prefixObject}})
 		defer it.Close()
@@ -209,10 +218,11 @@ func (c *Cache) loadObjects() error {
 			o := c.newObject(id, rec.objectMeta)
 			o.cached = rec.CachedBytes
 			o.durable.Store(rec.CachedBytes)
+			o.accessed.Store(rec.Accessed)
 			c.objects[id] = o
 			c.used.Add(rec.CachedBytes)
 			if rec.CachedBytes > 0 {
-				c.policy.Added(id, rec.CachedBytes)
+				cached = append(cached, o)
 			}
 		}
 		return nil

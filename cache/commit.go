@@ -18,6 +18,7 @@ const (
 	opAddChunk     opKind = iota // chunk bytes are in the file; make them durable, then record
 	opDropChunk                  // chunk failed verification; forget its record
 	opDeleteObject               // object evicted; forget all its records
+	opTouch                      // object read; persist its access time
 )
 
 type commitOp struct {
@@ -126,12 +127,16 @@ func (cm *committer) commit(batch []commitOp) {
 					return err
 				}
 				delete(delta, op.o)
+			case opTouch:
+				if !op.o.gone.Load() {
+					delta[op.o] += 0 // rewrites the record with o.accessed
+				}
 			}
 		}
 		for o, d := range delta {
 			// Clamped: a drop of a chunk whose add never committed would
 			// otherwise go below zero. loadChunks recounts from chunk records.
-			rec := objectRecord{objectMeta: o.meta, CachedBytes: min(max(o.durable.Load()+d, 0), o.meta.Size)}
+			rec := objectRecord{objectMeta: o.meta, CachedBytes: min(max(o.durable.Load()+d, 0), o.meta.Size), Accessed: o.accessed.Load()}
 			if err := txn.Set(objectKey(o.id), rec.marshal()); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -46,6 +47,25 @@ type object struct {
 	durable atomic.Int64
 	// gone mirrors dead for the committer, which takes no locks.
 	gone atomic.Bool
+	// accessed is the last access time (unix seconds) sent to the index.
+	accessed atomic.Int64
+}
+
+// accessPersistInterval bounds how often a read refreshes an object's
+// persisted access time: recency across restarts needs hours, not
+// microseconds, and a write per hit would tax the hot path.
+const accessPersistInterval = int64(time.Hour / time.Second)
+
+// touched notes a read of o, queueing an index update if the persisted
+// access time is stale.
+func (c *Cache) touched(o *object) {
+	c.policy.Accessed(o.id)
+	now := time.Now().Unix()
+	prev := o.accessed.Load()
+	if now-prev < accessPersistInterval || !o.accessed.CompareAndSwap(prev, now) {
+		return
+	}
+	c.commits.send(commitOp{kind: opTouch, o: o})
 }
 
 func (c *Cache) newObject(id ObjectID, meta objectMeta) *object {

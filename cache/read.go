@@ -84,7 +84,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		o.mu.RUnlock()
 		if err == nil {
 			c.stats.hit(len(dst))
-			c.policy.Accessed(o.id)
+			c.touched(o)
 			return nil
 		}
 		c.log.Warn("cache: read of cached chunk failed; refetching", "key", meta.Key, "chunk", idx, "err", err)
@@ -102,7 +102,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		c.stats.miss(len(dst))
 	} else {
 		c.stats.hit(len(dst))
-		c.policy.Accessed(o.id)
+		c.touched(o)
 	}
 	return nil
 }
@@ -271,6 +271,7 @@ func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
 	}
 	o.chunks[idx] = chunk{state: chunkPending, verified: true, crc: crc}
 	o.cached += n
+	o.accessed.Store(time.Now().Unix())
 	c.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: chunkRecord{CRC: crc, Len: uint32(n)}})
 	o.mu.Unlock()
 	c.policy.Added(o.id, n)

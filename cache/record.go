@@ -79,11 +79,13 @@ func chunkPrefix(id ObjectID) []byte {
 	return append([]byte{prefixChunk}, id[:]...)
 }
 
-// objectRecord is the persisted form of an object: its identity plus the
-// bytes of it that are durably cached (for capacity accounting at Open).
+// objectRecord is the persisted form of an object: its identity, the bytes
+// of it that are durably cached (for capacity accounting at Open), and when
+// it was last read, coarsely (for policies that rank by recency).
 type objectRecord struct {
 	objectMeta
 	CachedBytes int64
+	Accessed    int64 // unix seconds; refreshed at most every accessPersistInterval
 }
 
 func appendString(b []byte, s string) []byte {
@@ -100,6 +102,7 @@ func (r *objectRecord) marshal() []byte {
 	b = appendString(b, r.Version)
 	b = binary.AppendVarint(b, r.ChunkSize)
 	b = binary.AppendVarint(b, r.CachedBytes)
+	b = binary.AppendVarint(b, r.Accessed)
 	return b
 }
 
@@ -148,6 +151,7 @@ func (r *objectRecord) unmarshal(b []byte) error {
 	r.Version = d.string()
 	r.ChunkSize = d.varint()
 	r.CachedBytes = d.varint()
+	r.Accessed = d.varint()
 	if d.err == nil && (r.Size < 0 || r.ChunkSize <= 0 || r.CachedBytes < 0 || r.CachedBytes > r.Size) {
 		d.err = errCorruptRecord
 	}

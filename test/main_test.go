@@ -54,13 +54,13 @@ func run(m *testing.M) int {
 
 // mainSpec is the dataset most tests read: a few thousand small files in
 // nested directories, two large files whose sizes are not chunk multiples,
-// a 0-byte file and odd names (~450 MiB).
+// a 0-byte file and odd names (~750 MiB).
 var mainSpec = testenv.DatasetSpec{
 	Seed:        42,
 	SmallFiles:  3000,
 	FilesPerDir: 300,
 	MaxDepth:    3,
-	LargeFiles:  []int64{100<<20 + 12345, 37<<20 + 1},
+	LargeFiles:  []int64{300<<20 + 12345, 150<<20 + 1},
 	OddNames:    true,
 }
 
