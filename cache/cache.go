@@ -238,10 +238,8 @@ func (c *Cache) Close() error {
 	c.cancel()
 	c.fetches.Wait()
 	c.maintenance.Wait()
-	err := c.commits.close()
-	if cerr := c.db.Close(); err == nil {
-		err = cerr
-	}
+	c.commits.close()
+	err := c.db.Close()
 	c.lockFile.Close()
 	return err
 }

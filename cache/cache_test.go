@@ -353,3 +353,78 @@ func TestEvictStaleDropsOldVersions(t *testing.T) {
 		t.Fatal("current object was evicted")
 	}
 }
+
+func TestWarmFillsUpToCapacityWithoutEvicting(t *testing.T) {
+	mem := newMem()
+	r := rand.New(rand.NewPCG(13, 14))
+	var objs []backend.Object
+	for i := range 4 {
+		objs = append(objs, mem.put(fmt.Sprintf("w%d", i), randBytes(r, 10<<10)))
+	}
+	c := openCache(t, t.TempDir(), Options{Capacity: 25 << 10, Policy: NewLRU()})
+	defer c.Close()
+	s := c.Source(mem)
+	want := []WarmOutcome{WarmFetched, WarmFetched}
+	for i, o := range objs[:2] {
+		got, err := s.Warm(context.Background(), o, 0)
+		if err != nil || got != want[i] {
+			t.Fatalf("warm %d: %v, %v; want %v", i, got, err, want[i])
+		}
+	}
+	if _, err := s.Warm(context.Background(), objs[2], 0); !errors.Is(err, ErrFull) {
+		t.Fatalf("warm past capacity: %v, want ErrFull", err)
+	}
+	if got, err := s.Warm(context.Background(), objs[0], 0); err != nil || got != WarmAlreadyCached {
+		t.Fatalf("warm again: %v, %v", got, err)
+	}
+	if n, _ := s.CachedBytes(objs[0]); n != objs[0].Size {
+		t.Fatalf("cached bytes %d, want %d", n, objs[0].Size)
+	}
+	if n, _ := s.CachedBytes(objs[3]); n != 0 {
+		t.Fatalf("cached bytes of unwarmed object %d", n)
+	}
+	if c.Stats().Evictions != 0 || mem.reads.Load() != 2 {
+		t.Fatalf("evictions %d, backend reads %d; want 0 and 2", c.Stats().Evictions, mem.reads.Load())
+	}
+}
+
+func TestEvictingObjectWithManyChunksIsDurable(t *testing.T) {
+	// 30,000 chunk records exceed what one badger transaction holds.
+	dir := t.TempDir()
+	mem := newMem()
+	obj := mem.put("big", make([]byte, 30000*4096))
+	c := openCache(t, dir, Options{ChunkSize: 4096})
+	buf := make([]byte, 1<<20)
+	s := c.Source(mem)
+	for off := int64(0); off < obj.Size; off += int64(len(buf)) {
+		if _, err := s.ReadAt(context.Background(), obj, buf, off); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+	}
+	if n := c.EvictStale(mem.ID(), nil); n != 1 {
+		t.Fatalf("evicted %d, want 1", n)
+	}
+	c.Close()
+	c = openCache(t, dir, Options{ChunkSize: 4096})
+	defer c.Close()
+	if c.Used() != 0 {
+		t.Fatalf("after evicting and reopening, used = %d, want 0", c.Used())
+	}
+}
+
+func TestUseAfterCloseDoesNotPanic(t *testing.T) {
+	dir := t.TempDir()
+	mem := newMem()
+	obj := mem.put("x", randBytes(rand.New(rand.NewPCG(15, 16)), 8<<10))
+	c := openCache(t, dir, Options{})
+	s := c.Source(mem)
+	readAll(t, s, obj)
+	c.Close()
+	os.RemoveAll(filepath.Join(dir, "data"))
+	// The fast path fails to read the file and drops the chunk, which
+	// queues an index op on a closed committer: dropped, not a panic.
+	buf := make([]byte, obj.Size)
+	if _, err := s.ReadAt(context.Background(), obj, buf, 0); err == nil {
+		t.Fatal("read after Close succeeded")
+	}
+}

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -26,7 +25,6 @@ type commitOp struct {
 	o    *object
 	idx  int
 	rec  chunkRecord
-	done chan struct{} // flush marker: closed once every earlier op is committed
 }
 
 // committer turns written chunks into index records, in groups: it syncs the
@@ -35,11 +33,16 @@ type commitOp struct {
 // grouping amortises the syncs. It is the only writer of chunk and object
 // records, so records are applied in the order ops were sent.
 type committer struct {
-	db   *badger.DB
-	log  *slog.Logger
-	ops  chan commitOp
-	wg   sync.WaitGroup
-	once sync.Once
+	db  *badger.DB
+	log *slog.Logger
+	ops chan commitOp
+	wg  sync.WaitGroup
+
+	// closeMu fences send against close: a read or eviction racing with
+	// Cache.Close may still try to queue an op, which is then dropped
+	// (losing a record is allowed; a send on a closed channel is not).
+	closeMu sync.RWMutex
+	closed  bool
 }
 
 const (
@@ -54,19 +57,25 @@ func startCommitter(db *badger.DB, log *slog.Logger) *committer {
 	return cm
 }
 
-func (cm *committer) send(op commitOp) { cm.ops <- op }
-
-// flush returns once every op sent before it is committed.
-func (cm *committer) flush() {
-	done := make(chan struct{})
-	cm.ops <- commitOp{done: done}
-	<-done
+// send queues op; after close it drops it. It never takes a lock the
+// committer goroutine waits on, so callers may hold object locks.
+func (cm *committer) send(op commitOp) {
+	cm.closeMu.RLock()
+	defer cm.closeMu.RUnlock()
+	if !cm.closed {
+		cm.ops <- op
+	}
 }
 
-func (cm *committer) close() error {
-	cm.once.Do(func() { close(cm.ops) })
+// close commits what is queued and stops the committer.
+func (cm *committer) close() {
+	cm.closeMu.Lock()
+	if !cm.closed {
+		cm.closed = true
+		close(cm.ops)
+	}
+	cm.closeMu.Unlock()
 	cm.wg.Wait()
-	return nil
 }
 
 func (cm *committer) run() {
@@ -92,14 +101,17 @@ func (cm *committer) run() {
 }
 
 func (cm *committer) commit(batch []commitOp) {
-	defer func() {
-		for _, op := range batch {
-			if op.done != nil {
-				close(op.done)
+	cm.syncFiles(batch)
+	// Evictions first, each in batches of its own: a large object has more
+	// chunk records than one transaction may hold. A later incarnation's
+	// records, queued after the eviction, are written after it below.
+	for _, op := range batch {
+		if op.kind == opDeleteObject {
+			if err := deleteObjectRecords(cm.db, op.o.id); err != nil {
+				cm.log.Warn("cache: deleting an evicted object's records failed; its space is counted until it is read again", "key", op.o.meta.Key, "err", err)
 			}
 		}
-	}()
-	cm.syncFiles(batch)
+	}
 
 	// Byte deltas per object, applied to o.durable only after the commit.
 	delta := make(map[*object]int64)
@@ -123,9 +135,6 @@ func (cm *committer) commit(batch []commitOp) {
 				}
 				delta[op.o] -= int64(op.rec.Len)
 			case opDeleteObject:
-				if err := deleteObjectRecords(txn, op.o.id); err != nil {
-					return err
-				}
 				delete(delta, op.o)
 			case opTouch:
 				if !op.o.gone.Load() {
@@ -174,7 +183,7 @@ func (cm *committer) syncFiles(batch []commitOp) {
 		if !seen {
 			ok = syncPath(op.o.path, true)
 			synced[op.o.path] = ok
-			if ok && op.o.durable.Load() == 0 {
+			if ok && op.o.created.Swap(false) {
 				dirs[filepath.Dir(op.o.path)] = true
 			}
 		}
@@ -187,8 +196,9 @@ func (cm *committer) syncFiles(batch []commitOp) {
 			// Without a durable directory entry the file may vanish on power
 			// loss; drop the records of files in it.
 			for i := range batch {
-				if batch[i].o != nil && filepath.Dir(batch[i].o.path) == d {
-					batch[i].rec = chunkRecord{}
+				if op := &batch[i]; op.kind == opAddChunk && filepath.Dir(op.o.path) == d {
+					op.rec = chunkRecord{}
+					op.o.created.Store(true) // sync the directory next time
 				}
 			}
 		}
@@ -212,20 +222,31 @@ func syncPath(path string, dataOnly bool) bool {
 	return f.Sync() == nil
 }
 
-func deleteObjectRecords(txn *badger.Txn, id ObjectID) error {
-	if err := txn.Delete(objectKey(id)); err != nil {
+// deleteObjectRecords removes an object's chunk records, then its object
+// record, so an interrupted deletion never leaves chunks without an owner
+// that Open would count.
+func deleteObjectRecords(db *badger.DB, id ObjectID) error {
+	var keys [][]byte
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(id)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(id)})
-	var keys [][]byte
-	for it.Rewind(); it.Valid(); it.Next() {
-		keys = append(keys, it.Item().KeyCopy(nil))
-	}
-	it.Close()
+	wb := db.NewWriteBatch()
+	defer wb.Cancel()
 	for _, k := range keys {
-		if err := txn.Delete(k); err != nil && !errors.Is(err, badger.ErrKeyNotFound) {
+		if err := wb.Delete(k); err != nil {
 			return err
 		}
 	}
-	return nil
+	if err := wb.Flush(); err != nil {
+		return err
+	}
+	return db.Update(func(txn *badger.Txn) error { return txn.Delete(objectKey(id)) })
 }

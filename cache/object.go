@@ -49,6 +49,8 @@ type object struct {
 	gone atomic.Bool
 	// accessed is the last access time (unix seconds) sent to the index.
 	accessed atomic.Int64
+	// created: the file was created and its directory not yet synced.
+	created atomic.Bool
 }
 
 // accessPersistInterval bounds how often a read refreshes an object's
@@ -140,7 +142,13 @@ func (c *Cache) loadChunks(o *object) error {
 // o.mu held shared: concurrent creators race harmlessly, since O_CREATE and
 // truncating to the same size are idempotent.
 func (o *object) openForWrite() (*os.File, error) {
-	f, err := os.OpenFile(o.path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(o.path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		// A new directory entry: the committer must fsync the directory
+		// before recording any chunk of this file.
+		o.created.Store(true)
+		f, err = os.OpenFile(o.path, os.O_RDWR|os.O_CREATE, 0o600)
+	}
 	if err != nil {
 		return nil, err
 	}

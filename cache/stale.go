@@ -48,8 +48,8 @@ func (c *Cache) runValueLogGC() {
 		case <-c.ctx.Done():
 			return
 		case <-tick.C:
-			for c.db.RunValueLogGC(0.5) == nil {
-				// Each successful run rewrote one file; go again while it pays.
+			// Each successful run rewrote one file; go again while it pays.
+			for c.ctx.Err() == nil && c.db.RunValueLogGC(0.5) == nil {
 			}
 		}
 	}

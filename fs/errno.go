@@ -14,7 +14,7 @@ import (
 func toErrno(err error) syscall.Errno {
 	var errno syscall.Errno
 	switch {
-	case err == nil, errors.Is(err, io.EOF):
+	case err == nil, err == io.EOF: // bare EOF: the read reached the end; a wrapped one is a failure
 		return 0
 	case errors.Is(err, context.Canceled):
 		return syscall.EINTR
