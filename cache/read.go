@@ -25,9 +25,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Source serves the objects of one backend through the cache. Any number of
 // Sources (mounts) may share one Cache.
 type Source struct {
-	c  *Cache
-	b  backend.Backend
-	id string
+	c     *Cache
+	b     backend.Backend
+	id    string
+	stats counters // this source's share of hits and misses
 }
 
 // Source binds b to the cache. Entries are keyed by b.ID(), so two Sources
@@ -84,6 +85,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		o.mu.RUnlock()
 		if err == nil {
 			c.stats.hit(len(dst))
+			s.stats.hit(len(dst))
 			c.touched(o)
 			return nil
 		}
@@ -100,8 +102,10 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 	copy(dst, res.data[inner:])
 	if res.fromBackend {
 		c.stats.miss(len(dst))
+		s.stats.miss(len(dst))
 	} else {
 		c.stats.hit(len(dst))
+		s.stats.hit(len(dst))
 		c.touched(o)
 	}
 	return nil
@@ -186,18 +190,26 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int) (chunkR
 	ctx, cancel := context.WithTimeout(c.ctx, fetchTimeout)
 	defer cancel()
 	buf := make([]byte, n)
+	c.stats.fetchesInFlight.Add(1)
 	got, err := s.b.ReadAt(ctx, obj, buf, off)
-	if got == len(buf) && errors.Is(err, io.EOF) {
+	c.stats.fetchesInFlight.Add(-1)
+	// Only a bare io.EOF is the backend's end-of-object signal; a wrapped
+	// one is a failed read.
+	if got == len(buf) && err == io.EOF {
 		err = nil
 	}
+	if err == nil && got != len(buf) {
+		err = io.EOF // a short read without an error breaks the contract: never cache a zero tail
+	}
 	if err != nil {
-		if errors.Is(err, io.EOF) {
+		if err == io.EOF {
 			// The object is shorter than its listing said: it changed.
 			err = backend.Wrap("read", obj.Key, backend.ErrChanged, fmt.Errorf("object ended at %d, listed size %d", off+int64(got), obj.Size))
 		}
 		return chunkResult{}, err
 	}
-	c.stats.fetched(len(buf))
+	c.stats.bytesFetched.Add(int64(len(buf)))
+	c.stats.chunksFetched.Add(1)
 	c.store(o, idx, buf, crc32.Checksum(buf, castagnoli))
 	return chunkResult{data: buf, fromBackend: true}, nil
 }

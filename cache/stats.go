@@ -5,12 +5,14 @@ import "sync/atomic"
 type counters struct {
 	hits, misses                     atomic.Int64 // chunk reads served from cache / backend
 	bytesFromCache, bytesFromBackend atomic.Int64 // bytes returned to readers
-	bytesFetched                     atomic.Int64 // bytes fetched from backends
+	bytesFetched, chunksFetched      atomic.Int64 // fetched from backends
+	fetchesInFlight                  atomic.Int64
 	streamed                         atomic.Int64 // fetched chunks not admitted
 	evictions                        atomic.Int64
 	verifyFailures                   atomic.Int64
 	writeErrors                      atomic.Int64
 	waiting                          atomic.Int64 // readers waiting on a flight now
+	warmChunks                       atomic.Int64 // chunks fetched by Warm
 }
 
 func (s *counters) hit(n int) {
@@ -23,18 +25,19 @@ func (s *counters) miss(n int) {
 	s.bytesFromBackend.Add(int64(n))
 }
 
-func (s *counters) fetched(n int) { s.bytesFetched.Add(int64(n)) }
-
 // Stats is a snapshot of the cache's counters since Open.
 type Stats struct {
 	Hits, Misses     int64 // chunk-sized read pieces served from cache / from the backend
 	BytesFromCache   int64
 	BytesFromBackend int64
 	BytesFetched     int64 // whole chunks fetched from backends
+	ChunksFetched    int64
+	FetchesInFlight  int64
 	Streamed         int64 // fetched chunks the policy did not admit
 	Evictions        int64
 	VerifyFailures   int64 // cached chunks that failed their checksum
 	WriteErrors      int64
+	WarmChunks       int64 // chunks fetched by Warm
 	Used, Capacity   int64
 	Waiting          int64 // readers waiting on a chunk verification or fetch now
 }
@@ -45,9 +48,26 @@ func (c *Cache) Stats() Stats {
 	return Stats{
 		Hits: s.hits.Load(), Misses: s.misses.Load(),
 		BytesFromCache: s.bytesFromCache.Load(), BytesFromBackend: s.bytesFromBackend.Load(),
-		BytesFetched: s.bytesFetched.Load(), Streamed: s.streamed.Load(),
+		BytesFetched: s.bytesFetched.Load(), ChunksFetched: s.chunksFetched.Load(),
+		FetchesInFlight: s.fetchesInFlight.Load(), Streamed: s.streamed.Load(),
 		Evictions: s.evictions.Load(), VerifyFailures: s.verifyFailures.Load(),
-		WriteErrors: s.writeErrors.Load(), Waiting: s.waiting.Load(),
-		Used: c.used.Load(), Capacity: c.capacity.Load(),
+		WriteErrors: s.writeErrors.Load(), WarmChunks: s.warmChunks.Load(),
+		Waiting: s.waiting.Load(), Used: c.used.Load(), Capacity: c.capacity.Load(),
+	}
+}
+
+// SourceStats counts the reads served through one Source (one mount).
+type SourceStats struct {
+	Hits             int64 `json:"hits"`
+	Misses           int64 `json:"misses"`
+	BytesFromCache   int64 `json:"bytes_from_cache"`
+	BytesFromBackend int64 `json:"bytes_from_backend"`
+}
+
+// Stats returns the counters of reads through s.
+func (s *Source) Stats() SourceStats {
+	return SourceStats{
+		Hits: s.stats.hits.Load(), Misses: s.stats.misses.Load(),
+		BytesFromCache: s.stats.bytesFromCache.Load(), BytesFromBackend: s.stats.bytesFromBackend.Load(),
 	}
 }

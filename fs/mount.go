@@ -22,6 +22,8 @@ const kernelTimeout = time.Hour
 
 // Config describes one mount.
 type Config struct {
+	// Cache is the cache Source belongs to (capacity for warm plans).
+	Cache *cache.Cache
 	// Source serves the objects' bytes.
 	Source *cache.Source
 	// Objects is the listing the tree is built from.
@@ -30,19 +32,35 @@ type Config struct {
 	AllowOther bool
 	// Logger receives skipped keys and read errors. Default: discard.
 	Logger *slog.Logger
+	// Stats, if set, answers the control entry's "stats" request: whatever
+	// it returns is sent as JSON. The daemon sets it to report every mount.
+	Stats func(*Mount) any
+}
+
+// MountStats are one mount's figures.
+type MountStats struct {
+	Mountpoint string `json:"mountpoint"`
+	Source     string `json:"source"`
+	Files      int    `json:"files"`
+	Reads      int64  `json:"reads"`
+	BytesRead  int64  `json:"bytes_read"`
+	ReadErrors int64  `json:"read_errors"`
+	cache.SourceStats
 }
 
 // Mount is one mounted dsmount filesystem.
 type Mount struct {
 	dir        string
+	cache      *cache.Cache
 	src        *cache.Source
+	statsHook  func(*Mount) any
 	log        *slog.Logger
 	tree       *tree
 	server     *fuse.Server
 	uid, gid   uint32
 	allowOther bool
 
-	readErrors atomic.Int64
+	reads, bytesRead, readErrors atomic.Int64
 }
 
 // New builds the mount's tree from cfg without mounting it, so callers can
@@ -52,10 +70,20 @@ func New(cfg Config) *Mount {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	t := buildTree(cfg.Objects, time.Now())
+	if e, ok := t.root.dir.children[ControlName]; ok {
+		delete(t.root.dir.children, ControlName)
+		t.skipped = append(t.skipped, SkippedKey{ControlName, "reserved for dsmount's control entry"})
+		if !e.isDir() {
+			t.files--
+		}
+	}
 	return &Mount{
+		cache:      cfg.Cache,
 		src:        cfg.Source,
+		statsHook:  cfg.Stats,
 		log:        log,
-		tree:       buildTree(cfg.Objects, time.Now()),
+		tree:       t,
 		allowOther: cfg.AllowOther,
 		uid:        uint32(os.Getuid()),
 		gid:        uint32(os.Getgid()),
@@ -81,9 +109,10 @@ func (m *Mount) Serve(dir string) error {
 		UID:             m.uid,
 		GID:             m.gid,
 		MountOptions: fuse.MountOptions{
-			FsName:        m.src.Backend().ID(),
-			Name:          "dsmount",
-			Options:       []string{"ro"},
+			FsName: m.src.Backend().ID(),
+			Name:   "dsmount",
+			// Not "ro": the control entry takes writes. Every other
+			// change is refused with EROFS by the nodes themselves.
 			AllowOther:    m.allowOther,
 			DirectMount:   true, // as root, skip fusermount; falls back to it otherwise
 			DisableXAttrs: true,
@@ -117,5 +146,14 @@ func (m *Mount) Unmount() error {
 func (m *Mount) readFailed(key string, off int64, err error) {
 	if m.readErrors.Add(1) <= 100 {
 		m.log.Warn("read failed", "key", key, "offset", off, "err", err)
+	}
+}
+
+// Stats returns the mount's figures.
+func (m *Mount) Stats() MountStats {
+	return MountStats{
+		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.files,
+		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(),
+		SourceStats: m.src.Stats(),
 	}
 }

@@ -61,6 +61,13 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if !n.e.isDir() {
 		return nil, syscall.ENOTDIR
 	}
+	if name == ControlName && n.e.ino == rootIno {
+		ctl := &controlNode{m: n.m}
+		out.Mode = fuse.S_IFREG | 0o600
+		out.Ino = controlIno
+		out.Uid, out.Gid = n.m.uid, n.m.gid
+		return n.NewInode(ctx, ctl, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: controlIno}), 0
+	}
 	c, ok := n.e.dir.children[name]
 	if !ok {
 		return nil, syscall.ENOENT
@@ -99,6 +106,8 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 		n.m.readFailed(n.e.obj.Key, off, err)
 		return nil, errno
 	}
+	n.m.reads.Add(1)
+	n.m.bytesRead.Add(int64(got))
 	return fuse.ReadResultData(dest[:got]), 0
 }
 

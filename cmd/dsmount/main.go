@@ -29,6 +29,10 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 func main() {
 	root := newRootCmd()
 	if err := root.Execute(); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(code.code)
+		}
 		fmt.Fprintf(os.Stderr, "dsmount: %s\n", oneLine(err.Error()))
 		var u usageError
 		if errors.As(err, &u) {
@@ -52,7 +56,16 @@ local disk; what is missing is fetched from the source and kept.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newMountCmd(), newUnmountCmd())
+	// An unknown subcommand is a usage error (cobra would report it as a
+	// plain failure).
+	root.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q (see 'dsmount --help')", args[0])
+		}
+		return nil
+	}
+	root.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
+	root.AddCommand(newMountCmd(), newUnmountCmd(), newDaemonCmd(), newWarmCmd(), newStatsCmd())
 	return root
 }
 

@@ -32,6 +32,7 @@ type mountFlags struct {
 	anonymous   bool
 	refresh     bool
 	allowOther  bool
+	metricsAddr string
 	logFormat   string
 	logLevel    string
 }
@@ -56,22 +57,30 @@ later mounts reuse it (--refresh lists again, picking up changed objects).`,
   dsmount mount s3://bucket/prefix /mnt/data --s3-endpoint http://127.0.0.1:9000 --s3-path-style`,
 		Args: exactArgs(2, "SOURCE and MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runMount(cmd.Context(), args[0], args[1], f)
+			return runMount(cmd.Context(), cmd, args[0], args[1], f)
 		},
 	}
+	addCacheFlags(cmd, &f)
 	fl := cmd.Flags()
-	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount process per directory)")
-	fl.StringVar(&f.cacheSize, "cache-size", "", "most bytes of data to keep, e.g. 200G (default: 80% of the cache filesystem's free space at start)")
-	fl.StringVar(&f.chunkSize, "chunk-size", "4M", "unit of fetching and caching; a smaller object is one chunk")
-	fl.StringVar(&f.policy, "cache-policy", "fill-and-hold", "what to keep when the cache is full: fill-and-hold (keep what is cached, stream the rest) or lru")
 	fl.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for S3-compatible stores, e.g. http://127.0.0.1:9000")
 	fl.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address buckets as ENDPOINT/BUCKET instead of BUCKET.ENDPOINT")
 	fl.BoolVar(&f.anonymous, "anonymous", false, "read a public bucket without credentials")
 	fl.BoolVar(&f.refresh, "refresh", false, "list the source again instead of using the stored listing")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one read the mount")
+	return cmd
+}
+
+// addCacheFlags adds the flags of the cache and daemon, shared by mount and
+// daemon.
+func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount daemon per directory)")
+	fl.StringVar(&f.cacheSize, "cache-size", "", "most bytes of data to keep, e.g. 200G (default: 80% of the cache filesystem's free space at start)")
+	fl.StringVar(&f.chunkSize, "chunk-size", "4M", "unit of fetching and caching; a smaller object is one chunk")
+	fl.StringVar(&f.policy, "cache-policy", "fill-and-hold", "what to keep when the cache is full: fill-and-hold (keep what is cached, stream the rest) or lru")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at HOST:PORT/metrics (\":PORT\" means 127.0.0.1:PORT; off by default)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	return cmd
 }
 
 func defaultCacheDir() string {
@@ -88,8 +97,29 @@ type mountPlan struct {
 	policy                       cache.Policy
 }
 
+// planCache validates the cache flags.
+func planCache(f mountFlags) (cacheFlags, error) {
+	p, err := planCacheFields(f)
+	return cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy}, err
+}
+
 func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
-	p := mountPlan{source: source}
+	p, err := planCacheFields(f)
+	if err != nil {
+		return p, err
+	}
+	p.source = source
+	if p.mountpoint, err = checkMountpoint(mountpoint); err != nil {
+		return p, err
+	}
+	if strings.HasPrefix(p.cacheDir+"/", p.mountpoint+"/") {
+		return p, usagef("--cache-dir %s is inside the mountpoint", p.cacheDir)
+	}
+	return p, nil
+}
+
+func planCacheFields(f mountFlags) (mountPlan, error) {
+	var p mountPlan
 	var err error
 	if f.cacheSize != "" {
 		if p.capacity, err = parseSize(f.cacheSize); err != nil {
@@ -111,12 +141,6 @@ func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
 	}
 	if p.cacheDir, err = filepath.Abs(f.cacheDir); err != nil {
 		return p, usagef("--cache-dir: %w", err)
-	}
-	if p.mountpoint, err = checkMountpoint(mountpoint); err != nil {
-		return p, err
-	}
-	if strings.HasPrefix(p.cacheDir+"/", p.mountpoint+"/") {
-		return p, usagef("--cache-dir %s is inside the mountpoint", p.cacheDir)
 	}
 	return p, nil
 }
@@ -161,7 +185,7 @@ func openBackend(ctx context.Context, source string, f mountFlags, log *slog.Log
 	return posix.New(source, posix.Options{Logger: log})
 }
 
-func runMount(ctx context.Context, source, mountpoint string, f mountFlags) error {
+func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string, f mountFlags) error {
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
 		return err
@@ -170,53 +194,126 @@ func runMount(ctx context.Context, source, mountpoint string, f mountFlags) erro
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	b, err := openBackend(ctx, p.source, f, log)
-	if err != nil {
+	req := mountRequest{Source: p.source, Mountpoint: p.mountpoint, S3Endpoint: f.s3Endpoint, S3PathStyle: f.s3PathStyle,
+		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther}
+	if req.Source, err = normaliseSource(p.source); err != nil {
 		return err
 	}
-	defer b.Close()
-
-	c, err := cache.Open(p.cacheDir, cache.Options{Capacity: p.capacity, ChunkSize: p.chunkSize, Policy: p.policy, Logger: log})
-	if err != nil {
-		return err
+	if cmd.Flags().Changed("cache-size") {
+		req.CacheSize = p.capacity
 	}
-	defer func() {
-		if err := c.Close(); err != nil {
-			log.Warn("closing cache", "err", err)
-		}
-	}()
-	if p.capacity == 0 {
-		c.SetCapacity(c.Used() + freeSpace(p.cacheDir)*4/5)
+	if cmd.Flags().Changed("chunk-size") {
+		req.ChunkSize = p.chunkSize
 	}
-
-	objs, err := dsfs.LoadListing(ctx, c, b, f.refresh, log)
-	if err != nil {
-		return err
+	if cmd.Flags().Changed("cache-policy") {
+		req.Policy = f.policy
 	}
-	m := dsfs.New(dsfs.Config{Source: c.Source(b), Objects: objs, AllowOther: f.allowOther, Logger: log})
-	reportSkipped(log, m.Skipped())
-	if err := m.Serve(p.mountpoint); err != nil {
-		return err
-	}
-	log.Info("mounted", "source", b.ID(), "mountpoint", p.mountpoint, "files", m.Files(), "dirs", m.Dirs(),
-		"cache_dir", p.cacheDir, "cache_used", c.Used(), "cache_capacity", c.Capacity(), "chunk_size", p.chunkSize)
-
-	served := make(chan struct{})
-	go func() { m.Server().Wait(); close(served) }()
-	select {
-	case <-served:
-		log.Info("unmounted from outside; exiting", "mountpoint", p.mountpoint)
-	case <-ctx.Done():
-		stop() // a second signal kills the process the default way
-		log.Info("unmounting", "mountpoint", p.mountpoint)
-		if err := unmountWithRetry(m, log); err != nil {
+	// Join the daemon of this cache dir if one runs.
+	if reply, joined, err := joinDaemon(p.cacheDir, req); joined {
+		if err != nil {
 			return err
 		}
+		log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", reply.Files, "dirs", reply.Dirs, "daemon_pid", reply.Pid,
+			"note", "served by the running daemon; 'dsmount unmount' to remove")
+		return nil
 	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d, err := startDaemon(cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy}, f.metricsAddr, true, log)
+	if errors.Is(err, cache.ErrInUse) {
+		// Another dsmount holds the cache dir but didn't answer: it may be
+		// starting (two mounts racing) — give its socket a moment.
+		if reply, joined, jerr := waitAndJoin(ctx, p.cacheDir, req); joined {
+			if jerr != nil {
+				return jerr
+			}
+			log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", reply.Files, "dirs", reply.Dirs, "daemon_pid", reply.Pid)
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := d.addMount(ctx, req); err != nil {
+		d.close()
+		return err
+	}
+	return d.run(ctx)
+}
+
+// run serves until a signal or, for a daemon started by mount, until its
+// last mount is gone; then it unmounts what is left and closes the cache.
+func (d *daemon) run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		d.log.Info("signal received; unmounting everything")
+	case <-d.done:
+		d.log.Info("no mounts left; exiting")
+	}
+	d.close()
 	return nil
+}
+
+// waitAndJoin retries joining for a few seconds.
+func waitAndJoin(ctx context.Context, cacheDir string, req mountRequest) (mountReply, bool, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if reply, joined, err := joinDaemon(cacheDir, req); joined {
+			return reply, true, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return mountReply{}, false, nil
+}
+
+// normaliseSource makes a local source absolute, so a daemon started
+// elsewhere resolves it the same way.
+func normaliseSource(src string) (string, error) {
+	if strings.Contains(src, "://") {
+		return src, nil
+	}
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return "", usagef("source %s: %w", src, err)
+	}
+	return abs, nil
+}
+
+func newDaemonCmd() *cobra.Command {
+	var f mountFlags
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Run the dsmount daemon of a cache dir with no mounts yet (foreground)",
+		Long: `Run the one dsmount process of a cache directory. 'dsmount mount' with the
+same --cache-dir then adds its mount to this daemon over the socket
+<cache-dir>/dsmount.sock (mode 0600) and returns; all mounts share one cache,
+one capacity and one index, and a chunk wanted by several mounts is fetched
+once. Without a running daemon, 'dsmount mount' becomes the daemon itself.
+The daemon reads S3 credentials from its own environment. SIGINT/SIGTERM
+unmounts everything and exits.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := newLogger(f.logFormat, f.logLevel)
+			if err != nil {
+				return err
+			}
+			cf, err := planCache(f)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			d, err := startDaemon(cf, f.metricsAddr, false, log)
+			if err != nil {
+				return err
+			}
+			log.Info("daemon ready", "cache_dir", cf.dir, "socket", filepath.Join(cf.dir, socketName), "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "pid", os.Getpid())
+			return d.run(ctx)
+		},
+	}
+	addCacheFlags(cmd, &f)
+	return cmd
 }
 
 // unmountWithRetry unmounts, falling back to a lazy detach if the mount is
@@ -254,12 +351,12 @@ func reportSkipped(log *slog.Logger, skipped []dsfs.SkippedKey) {
 	}
 }
 
-func freeSpace(dir string) int64 {
+func freeSpace(dir string) (int64, error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0
+		return 0, err
 	}
-	return int64(st.Bavail) * st.Bsize
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {

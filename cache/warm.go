@@ -1,0 +1,117 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+// ErrFull is returned by Warm when caching the chunk would exceed the
+// capacity. Warm doesn't make room: what was warmed first stays. (The check
+// races with concurrent reads; under an evicting policy a read's fetch may
+// still evict.)
+var ErrFull = errors.New("cache is full")
+
+// WarmOutcome says what Warm did with a chunk.
+type WarmOutcome int
+
+const (
+	WarmAlreadyCached WarmOutcome = iota // present before the call
+	WarmFetched                          // fetched (or joined a fetch) and now cached
+	WarmNotCached                        // fetched, but the policy did not keep it
+)
+
+// NumChunks is the number of chunks obj is cached in.
+func (s *Source) NumChunks(obj backend.Object) int {
+	m := metaOf(s.id, obj, s.c.chunkSize)
+	return m.numChunks()
+}
+
+// ChunkLen is the length of chunk idx of obj.
+func (s *Source) ChunkLen(obj backend.Object, idx int) int64 {
+	m := metaOf(s.id, obj, s.c.chunkSize)
+	return m.chunkLen(idx)
+}
+
+// CachedBytes is how many bytes of obj are cached. It creates no state for
+// an object the cache has never held.
+func (s *Source) CachedBytes(obj backend.Object) (int64, error) {
+	meta := metaOf(s.id, obj, s.c.chunkSize)
+	c := s.c
+	c.mu.Lock()
+	_, known := c.objects[meta.id()]
+	c.mu.Unlock()
+	if !known {
+		return 0, nil
+	}
+	o, err := c.object(meta)
+	if err != nil {
+		return 0, err
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.dead {
+		return 0, nil
+	}
+	return o.cached, nil
+}
+
+// Warm makes sure chunk idx of obj is cached, fetching it through the same
+// flight as reads (so a warm and a read of one chunk make one GET). It
+// fails with ErrFull, without fetching, when the chunk doesn't fit in the
+// remaining capacity.
+func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int) (WarmOutcome, error) {
+	c := s.c
+	meta := metaOf(s.id, obj, c.chunkSize)
+	if idx < 0 || idx >= meta.numChunks() {
+		return 0, fmt.Errorf("cache: chunk %d out of range for %s", idx, obj.Key)
+	}
+	o, err := c.object(meta)
+	if err != nil {
+		return 0, err
+	}
+	if c.present(o, idx) {
+		return WarmAlreadyCached, nil
+	}
+	if capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+meta.chunkLen(idx) > capacity {
+		return 0, ErrFull
+	}
+	res, err := s.chunk(ctx, meta, obj, idx)
+	if err != nil {
+		return 0, err
+	}
+	if res.fromBackend {
+		c.stats.warmChunks.Add(1)
+	}
+	o, err = c.object(meta)
+	if err != nil {
+		return 0, err
+	}
+	if c.present(o, idx) {
+		return WarmFetched, nil
+	}
+	return WarmNotCached, nil
+}
+
+func (c *Cache) present(o *object, idx int) bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return !o.dead && o.chunks[idx].state != chunkAbsent
+}
+
+// ChunkCached reports whether chunk idx of obj is cached, without creating
+// state for an object the cache has never held.
+func (s *Source) ChunkCached(obj backend.Object, idx int) bool {
+	meta := metaOf(s.id, obj, s.c.chunkSize)
+	c := s.c
+	c.mu.Lock()
+	_, known := c.objects[meta.id()]
+	c.mu.Unlock()
+	if !known || idx < 0 || idx >= meta.numChunks() {
+		return false
+	}
+	o, err := c.object(meta)
+	return err == nil && c.present(o, idx)
+}

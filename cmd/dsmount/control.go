@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	dsfs "github.com/dsmount/dsmount/fs"
+)
+
+// mountRoots finds the dsmount mount a path lies in by looking for the
+// control entry in it and its parents; results are memoised per directory.
+type mountRoots map[string]string
+
+// find returns the mount root of abs and abs relative to it.
+func (r mountRoots) find(abs string) (root, rel string, err error) {
+	dir := abs
+	if st, err := os.Stat(abs); err != nil {
+		return "", "", fmt.Errorf("%s: %w", abs, err)
+	} else if !st.IsDir() {
+		dir = filepath.Dir(abs)
+	}
+	var walked []string
+	for {
+		if _, ok := r[dir]; ok {
+			break
+		}
+		if _, err := os.Stat(filepath.Join(dir, dsfs.ControlName)); err == nil {
+			r[dir] = dir
+			break
+		}
+		walked = append(walked, dir)
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", "", fmt.Errorf("%s is not inside a dsmount mount", abs)
+		}
+		dir = parent
+	}
+	root = r[dir]
+	for _, w := range walked {
+		r[w] = root
+	}
+	rel, err = filepath.Rel(root, abs)
+	if err != nil {
+		return "", "", err
+	}
+	return root, filepath.ToSlash(rel), nil
+}
+
+// controlCall sends req to the daemon through the mount's control entry and
+// calls on for each event until the daemon is done. Cancelling ctx closes
+// the entry, which cancels the request in the daemon.
+func controlCall(ctx context.Context, root string, req dsfs.Request, on func(dsfs.Event) error) error {
+	f, err := os.OpenFile(filepath.Join(root, dsfs.ControlName), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open the control entry of %s: %w", root, err)
+	}
+	stop := context.AfterFunc(ctx, func() { f.Close() })
+	defer func() {
+		if stop() {
+			f.Close()
+		}
+	}()
+	line, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("send request to %s: %w", root, err)
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var ev dsfs.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("malformed answer from %s: %w", root, err)
+		}
+		if ev.Type == "error" {
+			return errors.New(ev.Error)
+		}
+		if err := on(ev); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read answer from %s: %w", root, err)
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache"
+	dsfs "github.com/dsmount/dsmount/fs"
+)
+
+// socketName is the daemon's control socket inside the cache dir. Holding
+// the cache lock makes a process the only one that may listen on it.
+const socketName = "dsmount.sock"
+
+// daemon is the one dsmount process of a cache dir: it owns the cache, the
+// control socket through which more mounts join, every mount, and the
+// metrics endpoint. Invariant: mounts holds exactly the mounts being served.
+type daemon struct {
+	cache   *cache.Cache
+	opts    cacheFlags
+	log     *slog.Logger
+	ln      net.Listener
+	metrics *http.Server
+
+	// exitWhenEmpty: a daemon started by `mount` ends with its last mount.
+	exitWhenEmpty bool
+	done          chan struct{} // closed when the daemon should stop
+	doneOnce      sync.Once
+
+	mu     sync.Mutex
+	mounts map[string]*dsfs.Mount // by mountpoint
+	wg     sync.WaitGroup         // socket server and mount watchers
+}
+
+// cacheFlags are the settings of the cache a daemon serves.
+type cacheFlags struct {
+	dir       string
+	capacity  int64 // 0: default
+	chunkSize int64
+	policy    string
+}
+
+func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slog.Logger) (*daemon, error) {
+	policy, _ := cache.PolicyByName(cf.policy)
+	c, err := cache.Open(cf.dir, cache.Options{Capacity: cf.capacity, ChunkSize: cf.chunkSize, Policy: policy, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if cf.capacity == 0 {
+		free, err := freeSpace(cf.dir)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("--cache-size not given and the free space of %s is unknown: %w", cf.dir, err)
+		}
+		c.SetCapacity(c.Used() + free*4/5)
+	}
+	d := &daemon{cache: c, opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}}
+	sock := filepath.Join(cf.dir, socketName)
+	os.Remove(sock) // stale: whoever made it no longer holds the cache lock
+	ln, err := net.Listen("unix", sock)
+	if err == nil {
+		err = os.Chmod(sock, 0o600)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	d.ln = ln
+	d.wg.Add(1)
+	go d.serveSocket()
+	if metricsAddr != "" {
+		if err := d.serveMetrics(metricsAddr); err != nil {
+			d.close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// addMount lists the source, builds the tree and mounts it.
+func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, error) {
+	d.mu.Lock()
+	_, taken := d.mounts[req.Mountpoint]
+	d.mu.Unlock()
+	if taken {
+		return nil, fmt.Errorf("%s is already mounted by this daemon", req.Mountpoint)
+	}
+	b, err := openBackend(ctx, req.Source, req.backendFlags(), d.log)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := dsfs.LoadListing(ctx, d.cache, b, req.Refresh, d.log)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: d.cache.Source(b), Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats})
+	reportSkipped(d.log, m.Skipped())
+	if err := m.Serve(req.Mountpoint); err != nil {
+		b.Close()
+		return nil, err
+	}
+	d.mu.Lock()
+	d.mounts[req.Mountpoint] = m
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go d.watch(m, b)
+	d.log.Info("mounted", "source", b.ID(), "mountpoint", req.Mountpoint, "files", m.Files(), "dirs", m.Dirs(),
+		"cache_dir", d.opts.dir, "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
+	return m, nil
+}
+
+// watch forgets a mount once its server stops (unmounted from outside or
+// by close), and ends the daemon with its last mount if asked to.
+func (d *daemon) watch(m *dsfs.Mount, b backend.Backend) {
+	defer d.wg.Done()
+	m.Server().Wait()
+	b.Close()
+	d.mu.Lock()
+	delete(d.mounts, m.Mountpoint())
+	empty := len(d.mounts) == 0
+	d.mu.Unlock()
+	d.log.Info("unmounted", "mountpoint", m.Mountpoint())
+	if empty && d.exitWhenEmpty {
+		d.stop()
+	}
+}
+
+func (d *daemon) stop() { d.doneOnce.Do(func() { close(d.done) }) }
+
+// close unmounts everything and releases the cache.
+func (d *daemon) close() {
+	d.stop()
+	d.ln.Close()
+	if d.metrics != nil {
+		d.metrics.Close()
+	}
+	d.mu.Lock()
+	mounts := make([]*dsfs.Mount, 0, len(d.mounts))
+	for _, m := range d.mounts {
+		mounts = append(mounts, m)
+	}
+	d.mu.Unlock()
+	for _, m := range mounts {
+		d.log.Info("unmounting", "mountpoint", m.Mountpoint())
+		if err := unmountWithRetry(m, d.log); err != nil {
+			d.log.Warn("unmount failed", "mountpoint", m.Mountpoint(), "err", err)
+		}
+	}
+	d.wg.Wait()
+	if err := d.cache.Close(); err != nil {
+		d.log.Warn("closing cache", "err", err)
+	}
+}
+
+// mountRequest is what `dsmount mount` sends a running daemon, one JSON line.
+type mountRequest struct {
+	Source      string `json:"source"`
+	Mountpoint  string `json:"mountpoint"`
+	S3Endpoint  string `json:"s3_endpoint,omitempty"`
+	S3PathStyle bool   `json:"s3_path_style,omitempty"`
+	Anonymous   bool   `json:"anonymous,omitempty"`
+	Refresh     bool   `json:"refresh,omitempty"`
+	AllowOther  bool   `json:"allow_other,omitempty"`
+	// Cache settings the user gave explicitly; they must match the daemon's.
+	CacheSize int64  `json:"cache_size,omitempty"`
+	ChunkSize int64  `json:"chunk_size,omitempty"`
+	Policy    string `json:"policy,omitempty"`
+}
+
+func (r mountRequest) backendFlags() mountFlags {
+	return mountFlags{s3Endpoint: r.S3Endpoint, s3PathStyle: r.S3PathStyle, anonymous: r.Anonymous}
+}
+
+type mountReply struct {
+	Error string `json:"error,omitempty"`
+	Pid   int    `json:"pid"`
+	Files int    `json:"files"`
+	Dirs  int    `json:"dirs"`
+}
+
+func (d *daemon) serveSocket() {
+	defer d.wg.Done()
+	for {
+		conn, err := d.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			defer conn.Close()
+			d.handleConn(conn)
+		}()
+	}
+}
+
+func (d *daemon) handleConn(conn net.Conn) {
+	var req mountRequest
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &req)
+	}
+	reply := mountReply{Pid: os.Getpid()}
+	if err != nil {
+		reply.Error = "malformed request: " + err.Error()
+	} else if err := d.checkSettings(req); err != nil {
+		reply.Error = err.Error()
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		m, err := d.addMount(ctx, req)
+		cancel()
+		if err != nil {
+			reply.Error = err.Error()
+		} else {
+			reply.Files, reply.Dirs = m.Files(), m.Dirs()
+		}
+	}
+	json.NewEncoder(conn).Encode(reply)
+}
+
+// checkSettings refuses a joining mount that asked for other cache settings:
+// one daemon, one cache, one set of settings.
+func (d *daemon) checkSettings(r mountRequest) error {
+	if r.CacheSize != 0 && r.CacheSize != d.cache.Capacity() {
+		return fmt.Errorf("the dsmount daemon (pid %d) serving %s has --cache-size %d; drop --cache-size or use another --cache-dir", os.Getpid(), d.opts.dir, d.cache.Capacity())
+	}
+	if r.ChunkSize != 0 && r.ChunkSize != d.cache.ChunkSize() {
+		return fmt.Errorf("the dsmount daemon (pid %d) serving %s has --chunk-size %d; drop --chunk-size or use another --cache-dir", os.Getpid(), d.opts.dir, d.cache.ChunkSize())
+	}
+	if r.Policy != "" && r.Policy != d.opts.policy {
+		return fmt.Errorf("the dsmount daemon (pid %d) serving %s has --cache-policy %s; drop --cache-policy or use another --cache-dir", os.Getpid(), d.opts.dir, d.opts.policy)
+	}
+	return nil
+}
+
+// joinDaemon asks the daemon of cacheDir, if one runs, to add the mount.
+// ok is false when no daemon answers on the socket.
+func joinDaemon(cacheDir string, req mountRequest) (reply mountReply, ok bool, err error) {
+	conn, err := net.Dial("unix", filepath.Join(cacheDir, socketName))
+	if err != nil {
+		return reply, false, nil
+	}
+	defer conn.Close()
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		return reply, true, fmt.Errorf("talking to the dsmount daemon of %s: %w", cacheDir, err)
+	}
+	if err := json.NewDecoder(conn).Decode(&reply); err != nil {
+		return reply, true, fmt.Errorf("talking to the dsmount daemon of %s: %w", cacheDir, err)
+	}
+	if reply.Error != "" {
+		return reply, true, errors.New(reply.Error)
+	}
+	return reply, true, nil
+}
+
+// stats is the control entry's "stats" answer: the asking mount, every
+// mount of the daemon, and the cache.
+func (d *daemon) stats(asking *dsfs.Mount) any {
+	all := d.mountStats()
+	sort.Slice(all, func(i, j int) bool { return all[i].Mountpoint < all[j].Mountpoint })
+	return statsReport{DaemonPid: os.Getpid(), Mount: asking.Stats(), Mounts: all, Cache: cacheReport(d.cache.Stats(), d.opts)}
+}
+
+func (d *daemon) serveMetrics(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--metrics-addr %q: want HOST:PORT or :PORT", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(d))
+	d.metrics = &http.Server{Handler: metricsHandler(reg), ReadHeaderTimeout: 10 * time.Second}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := d.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Warn("metrics server stopped", "err", err)
+		}
+	}()
+	d.log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return nil
+}
+
+func (d *daemon) mountStats() []dsfs.MountStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	all := make([]dsfs.MountStats, 0, len(d.mounts))
+	for _, m := range d.mounts {
+		all = append(all, m.Stats())
+	}
+	return all
+}

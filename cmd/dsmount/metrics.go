@@ -1,0 +1,125 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dsmount/dsmount/cache"
+	dsfs "github.com/dsmount/dsmount/fs"
+)
+
+// statsReport is the JSON of `dsmount stats --json`.
+type statsReport struct {
+	DaemonPid int               `json:"daemon_pid"`
+	Mount     dsfs.MountStats   `json:"mount"`
+	Mounts    []dsfs.MountStats `json:"mounts"`
+	Cache     cacheStats        `json:"cache"`
+}
+
+type cacheStats struct {
+	Dir              string `json:"dir"`
+	Policy           string `json:"policy"`
+	ChunkSize        int64  `json:"chunk_size"`
+	Hits             int64  `json:"hits"`
+	Misses           int64  `json:"misses"`
+	BytesFromCache   int64  `json:"bytes_from_cache"`
+	BytesFromBackend int64  `json:"bytes_from_backend"`
+	BytesFetched     int64  `json:"bytes_fetched"`
+	ChunksFetched    int64  `json:"chunks_fetched"`
+	FetchesInFlight  int64  `json:"fetches_in_flight"`
+	Used             int64  `json:"used"`
+	Capacity         int64  `json:"capacity"`
+	Evictions        int64  `json:"evictions"`
+	Streamed         int64  `json:"streamed"`
+	VerifyFailures   int64  `json:"verify_failures"`
+	WarmChunks       int64  `json:"warm_chunks"`
+}
+
+func cacheReport(s cache.Stats, cf cacheFlags) cacheStats {
+	return cacheStats{
+		Dir: cf.dir, Policy: cf.policy, ChunkSize: cf.chunkSize,
+		Hits: s.Hits, Misses: s.Misses, BytesFromCache: s.BytesFromCache, BytesFromBackend: s.BytesFromBackend,
+		BytesFetched: s.BytesFetched, ChunksFetched: s.ChunksFetched, FetchesInFlight: s.FetchesInFlight,
+		Used: s.Used, Capacity: s.Capacity, Evictions: s.Evictions, Streamed: s.Streamed,
+		VerifyFailures: s.VerifyFailures, WarmChunks: s.WarmChunks,
+	}
+}
+
+// collector exports the daemon's figures at scrape time. Its only label is
+// mount, whose values are the daemon's mountpoints: a closed set.
+type collector struct {
+	d     *daemon
+	descs map[string]*prometheus.Desc
+}
+
+var cacheMetrics = []struct {
+	name, help string
+	counter    bool
+	value      func(cache.Stats) int64
+}{
+	{"dsmount_cache_hits_total", "Chunk-sized read pieces served from the cache.", true, func(s cache.Stats) int64 { return s.Hits }},
+	{"dsmount_cache_misses_total", "Chunk-sized read pieces served from the backend.", true, func(s cache.Stats) int64 { return s.Misses }},
+	{"dsmount_cache_bytes_from_cache_total", "Bytes returned to readers from the cache.", true, func(s cache.Stats) int64 { return s.BytesFromCache }},
+	{"dsmount_cache_bytes_from_backend_total", "Bytes returned to readers that were fetched for them.", true, func(s cache.Stats) int64 { return s.BytesFromBackend }},
+	{"dsmount_backend_bytes_fetched_total", "Bytes fetched from backends (whole chunks).", true, func(s cache.Stats) int64 { return s.BytesFetched }},
+	{"dsmount_backend_chunks_fetched_total", "Chunks fetched from backends.", true, func(s cache.Stats) int64 { return s.ChunksFetched }},
+	{"dsmount_fetches_in_flight", "Backend fetches in progress.", false, func(s cache.Stats) int64 { return s.FetchesInFlight }},
+	{"dsmount_cache_used_bytes", "Bytes of cached chunks.", false, func(s cache.Stats) int64 { return s.Used }},
+	{"dsmount_cache_capacity_bytes", "Cache capacity in bytes.", false, func(s cache.Stats) int64 { return s.Capacity }},
+	{"dsmount_cache_evictions_total", "Objects evicted.", true, func(s cache.Stats) int64 { return s.Evictions }},
+	{"dsmount_cache_streamed_chunks_total", "Fetched chunks the policy did not keep.", true, func(s cache.Stats) int64 { return s.Streamed }},
+	{"dsmount_cache_verify_failures_total", "Cached chunks that failed their checksum and were refetched.", true, func(s cache.Stats) int64 { return s.VerifyFailures }},
+	{"dsmount_warm_chunks_total", "Chunks fetched by warm requests.", true, func(s cache.Stats) int64 { return s.WarmChunks }},
+}
+
+var mountMetrics = []struct {
+	name, help string
+	value      func(dsfs.MountStats) int64
+}{
+	{"dsmount_mount_reads_total", "Reads served by the mount.", func(s dsfs.MountStats) int64 { return s.Reads }},
+	{"dsmount_mount_bytes_read_total", "Bytes read through the mount.", func(s dsfs.MountStats) int64 { return s.BytesRead }},
+	{"dsmount_mount_read_errors_total", "Reads that failed.", func(s dsfs.MountStats) int64 { return s.ReadErrors }},
+	{"dsmount_mount_hits_total", "Read pieces of the mount served from the cache.", func(s dsfs.MountStats) int64 { return s.Hits }},
+	{"dsmount_mount_misses_total", "Read pieces of the mount fetched from the backend.", func(s dsfs.MountStats) int64 { return s.Misses }},
+}
+
+func newCollector(d *daemon) *collector {
+	c := &collector{d: d, descs: map[string]*prometheus.Desc{}}
+	for _, m := range cacheMetrics {
+		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
+	}
+	for _, m := range mountMetrics {
+		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, []string{"mount"}, nil)
+	}
+	return c
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.d.cache.Stats()
+	for _, m := range cacheMetrics {
+		kind := prometheus.GaugeValue
+		if m.counter {
+			kind = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[m.name], kind, float64(m.value(s)))
+	}
+	for _, ms := range c.d.mountStats() {
+		for _, m := range mountMetrics {
+			ch <- prometheus.MustNewConstMetric(c.descs[m.name], prometheus.CounterValue, float64(m.value(ms)), ms.Mountpoint)
+		}
+	}
+}
+
+func metricsHandler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}

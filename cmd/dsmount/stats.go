@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	dsfs "github.com/dsmount/dsmount/fs"
+)
+
+func newStatsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats MOUNTPOINT",
+		Short: "Show hit rate, traffic and cache fill of a mount and its daemon",
+		Args:  exactArgs(1, "MOUNTPOINT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			abs, err := filepath.Abs(args[0])
+			if err != nil {
+				return usagef("%s: %w", args[0], err)
+			}
+			root, _, err := mountRoots{}.find(abs)
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			err = controlCall(cmd.Context(), root, dsfs.Request{Op: "stats"}, func(ev dsfs.Event) error {
+				if ev.Type == "result" {
+					raw = ev.Stats
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				fmt.Println(string(raw))
+				return nil
+			}
+			var r statsReport
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("malformed stats from %s: %w", root, err)
+			}
+			printStats(r)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func hitRate(hits, misses int64) string {
+	if hits+misses == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(hits)/float64(hits+misses))
+}
+
+func printStats(r statsReport) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "MOUNT\tSOURCE\tFILES\tREADS\tREAD\tHIT RATE\tFROM CACHE\tFROM BACKEND\tERRORS\n")
+	for _, m := range r.Mounts {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\n", m.Mountpoint, m.Source, m.Files, m.Reads, humanBytes(m.BytesRead),
+			hitRate(m.Hits, m.Misses), humanBytes(m.BytesFromCache), humanBytes(m.BytesFromBackend), m.ReadErrors)
+	}
+	w.Flush()
+	c := r.Cache
+	fmt.Printf("\ncache %s (daemon pid %d, policy %s, chunk %s)\n", c.Dir, r.DaemonPid, c.Policy, humanBytes(c.ChunkSize))
+	fill := "-"
+	if c.Capacity > 0 {
+		fill = fmt.Sprintf("%.1f%%", 100*float64(c.Used)/float64(c.Capacity))
+	}
+	fmt.Printf("  hit rate %s   used %s of %s (%s)   fetched %s in %d chunks   in flight %d\n",
+		hitRate(c.Hits, c.Misses), humanBytes(c.Used), humanBytes(c.Capacity), fill, humanBytes(c.BytesFetched), c.ChunksFetched, c.FetchesInFlight)
+	fmt.Printf("  warmed chunks %d   evictions %d   not kept %d   checksum failures %d\n", c.WarmChunks, c.Evictions, c.Streamed, c.VerifyFailures)
+}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	dsfs "github.com/dsmount/dsmount/fs"
+)
+
+type warmFlags struct {
+	fromFile string
+	parallel int
+	check    bool
+	json     bool
+}
+
+func newWarmCmd() *cobra.Command {
+	var f warmFlags
+	cmd := &cobra.Command{
+		Use:   "warm PATH...",
+		Short: "Fill the cache with files or directories of a dsmount mount before training",
+		Long: `Fill the cache with the given files and directories (inside a dsmount
+mount) before a job reads them. Fetches run in the daemon, in parallel, in the
+order the paths are given, and share in-flight fetches with concurrent reads;
+what is cached already is skipped, so warm is resumable. When the paths don't
+fit in the cache, warm says so and fills it up to capacity, earlier paths
+first. Ctrl-C stops it cleanly. The request goes through the mount itself, so
+warm works from a container that sees only the mount.`,
+		Example: `  dsmount warm /mnt/imagenet/train
+  find /mnt/imagenet/val -name '*.JPEG' | dsmount warm --from-file -
+  dsmount warm --check /mnt/imagenet`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWarm(cmd.Context(), args, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.fromFile, "from-file", "", "read more paths from this file, one per line ('-': stdin)")
+	fl.IntVar(&f.parallel, "parallel", 64, "chunk fetches in flight")
+	fl.BoolVar(&f.check, "check", false, "report the cached fraction of the paths; fetch nothing")
+	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object")
+	return cmd
+}
+
+// warmGroup is the paths of one mount, in the order given.
+type warmGroup struct {
+	root  string
+	paths []string
+}
+
+func runWarm(ctx context.Context, args []string, f warmFlags) error {
+	if f.parallel < 1 || f.parallel > 1024 {
+		return usagef("--parallel: %d is outside 1..1024", f.parallel)
+	}
+	paths := append([]string(nil), args...)
+	if f.fromFile != "" {
+		more, err := readPathList(f.fromFile)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, more...)
+	}
+	if len(paths) == 0 {
+		return usagef("warm needs at least one PATH or --from-file (see 'dsmount warm --help')")
+	}
+	groups, err := groupByMount(paths)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var total dsfs.WarmProgress
+	var plans dsfs.WarmPlan
+	tty := !f.json && term.IsTerminal(int(os.Stderr.Fd()))
+	for _, g := range groups {
+		req := dsfs.Request{Op: "warm", Paths: g.paths, Parallel: f.parallel, Check: f.check}
+		var bar progressBar
+		err := controlCall(ctx, g.root, req, func(ev dsfs.Event) error {
+			switch {
+			case ev.Plan != nil:
+				p := ev.Plan
+				plans.Files += p.Files
+				plans.FilesCached += p.FilesCached
+				plans.Bytes += p.Bytes
+				plans.BytesCached += p.BytesCached
+				plans.NotFound += p.NotFound
+				if p.NotFound > 0 {
+					fmt.Fprintf(os.Stderr, "dsmount: %d paths not found in %s, e.g. %s\n", p.NotFound, g.root, strings.Join(p.NotFoundList, ", "))
+				}
+				if !f.check && !p.Fits {
+					fmt.Fprintf(os.Stderr, "dsmount: the paths do not fit: %s more to cache, %s free in the cache; filling it up to capacity, paths given first win\n",
+						humanBytes(p.Bytes-p.BytesCached), humanBytes(p.CacheFree))
+				}
+			case ev.Type == "progress" && tty:
+				bar.draw(*ev.Warm)
+			case ev.Type == "result" && ev.Warm != nil:
+				if tty {
+					bar.clear()
+				}
+				addProgress(&total, *ev.Warm)
+			}
+			return nil
+		})
+		if ctx.Err() != nil {
+			total.Interrupted = true
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("warm %s: %w", g.root, err)
+		}
+	}
+
+	if f.check {
+		return printCheck(plans, f.json)
+	}
+	printWarm(total, f.json)
+	if total.Interrupted {
+		return exitCode{130}
+	}
+	if total.Errors > 0 {
+		return fmt.Errorf("%d chunks failed to fetch, first: %s", total.Errors, total.FirstError)
+	}
+	if plans.NotFound > 0 {
+		return fmt.Errorf("%d paths were not found", plans.NotFound)
+	}
+	return nil
+}
+
+func addProgress(t *dsfs.WarmProgress, p dsfs.WarmProgress) {
+	t.Files += p.Files
+	t.FilesDone += p.FilesDone
+	t.Bytes += p.Bytes
+	t.BytesDone += p.BytesDone
+	t.ChunksFetched += p.ChunksFetched
+	t.ChunksAlreadyCached += p.ChunksAlreadyCached
+	t.ChunksNotCached += p.ChunksNotCached
+	t.BytesFetched += p.BytesFetched
+	t.Errors += p.Errors
+	if t.FirstError == "" {
+		t.FirstError = p.FirstError
+	}
+	t.Seconds += p.Seconds
+	t.CacheFull = t.CacheFull || p.CacheFull
+	t.Interrupted = t.Interrupted || p.Interrupted
+}
+
+func groupByMount(paths []string) ([]warmGroup, error) {
+	roots := mountRoots{}
+	var groups []warmGroup
+	index := map[string]int{}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, usagef("%s: %w", p, err)
+		}
+		root, rel, err := roots.find(abs)
+		if err != nil {
+			return nil, err
+		}
+		i, ok := index[root]
+		if !ok {
+			i = len(groups)
+			index[root] = i
+			groups = append(groups, warmGroup{root: root})
+		}
+		groups[i].paths = append(groups[i].paths, rel)
+	}
+	return groups, nil
+}
+
+func readPathList(name string) ([]string, error) {
+	var r io.Reader = os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, usagef("--from-file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	var paths []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if line := strings.TrimRight(sc.Text(), "\r"); strings.TrimSpace(line) != "" {
+			paths = append(paths, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--from-file: %w", err)
+	}
+	return paths, nil
+}
+
+func printCheck(p dsfs.WarmPlan, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(map[string]any{
+			"files_total": p.Files, "files_cached": p.FilesCached, "bytes_total": p.Bytes, "bytes_cached": p.BytesCached,
+		})
+	}
+	pct := 100.0
+	if p.Bytes > 0 {
+		pct = 100 * float64(p.BytesCached) / float64(p.Bytes)
+	}
+	fmt.Printf("cached: %d/%d files, %s/%s bytes (%.1f%%)\n", p.FilesCached, p.Files, humanBytes(p.BytesCached), humanBytes(p.Bytes), pct)
+	return nil
+}
+
+func printWarm(t dsfs.WarmProgress, asJSON bool) {
+	if asJSON {
+		json.NewEncoder(os.Stdout).Encode(map[string]any{
+			"files": t.Files, "bytes": t.Bytes, "chunks_fetched": t.ChunksFetched, "chunks_already_cached": t.ChunksAlreadyCached,
+			"chunks_not_cached": t.ChunksNotCached, "bytes_fetched": t.BytesFetched, "seconds": t.Seconds,
+			"cache_full": t.CacheFull, "interrupted": t.Interrupted, "errors": t.Errors,
+		})
+		return
+	}
+	state := ""
+	switch {
+	case t.Interrupted:
+		state = " (interrupted)"
+	case t.CacheFull:
+		state = " (cache full: the rest was not cached)"
+	}
+	rate := 0.0
+	if t.Seconds > 0 {
+		rate = float64(t.BytesFetched) / 1e6 / t.Seconds
+	}
+	fmt.Printf("warmed %d files (%s): %d chunks fetched, %d already cached, %d not kept by the cache, in %.1fs, %.0f MB/s%s\n",
+		t.Files, humanBytes(t.Bytes), t.ChunksFetched, t.ChunksAlreadyCached, t.ChunksNotCached, t.Seconds, rate, state)
+}
+
+// progressBar draws one self-overwriting line on a terminal.
+type progressBar struct{ drawn bool }
+
+func (b *progressBar) draw(p dsfs.WarmProgress) {
+	frac := 0.0
+	if p.Bytes > 0 {
+		frac = float64(p.BytesDone) / float64(p.Bytes)
+	}
+	const width = 30
+	filled := int(frac * width)
+	eta := "--:--"
+	if frac > 0 && p.Seconds > 0 {
+		left := time.Duration(p.Seconds * (1 - frac) / frac * float64(time.Second)).Round(time.Second)
+		eta = left.String()
+	}
+	rate := float64(p.BytesFetched) / 1e6 / max(p.Seconds, 1e-9)
+	fmt.Fprintf(os.Stderr, "\r[%s%s] %d/%d files  %s/%s  %.0f MB/s  ETA %s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+		p.FilesDone, p.Files, humanBytes(p.BytesDone), humanBytes(p.Bytes), rate, eta)
+	b.drawn = true
+}
+
+func (b *progressBar) clear() {
+	if b.drawn {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// exitCode ends the program with a code and no message.
+type exitCode struct{ code int }
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", e.code) }

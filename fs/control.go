@@ -1,0 +1,218 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// ControlName is the hidden entry at a mount's root through which the CLI
+// (dsmount warm, dsmount stats) talks to the daemon. It works from any
+// process that sees the mount, a container with only the mount included.
+// It is absent from directory listings and shadows a dataset key of the
+// same name (reported as skipped).
+//
+// Protocol: open it read-write, write one JSON Request terminated by '\n'
+// (in as many writes as needed), then read JSON Event lines until EOF.
+// Closing the file cancels the request.
+const ControlName = ".dsmount-control"
+
+// maxRequestBytes bounds a control request (a warm list of a few million
+// paths fits).
+const maxRequestBytes = 512 << 20
+
+// controlIno keeps clear of the tree's inode numbers, which count up from 1.
+const controlIno = 1 << 62
+
+// Request is one control request.
+type Request struct {
+	Op       string   `json:"op"`                 // "warm" or "stats"
+	Paths    []string `json:"paths,omitempty"`    // warm: files or directories, relative to the mount root
+	Parallel int      `json:"parallel,omitempty"` // warm: chunk fetches in flight
+	Check    bool     `json:"check,omitempty"`    // warm: report the cached fraction, fetch nothing
+}
+
+// Event is one line of a control response.
+type Event struct {
+	Type  string          `json:"type"` // "plan", "progress", "result" or "error"
+	Error string          `json:"error,omitempty"`
+	Warm  *WarmProgress   `json:"warm,omitempty"`
+	Plan  *WarmPlan       `json:"plan,omitempty"`
+	Stats json.RawMessage `json:"stats,omitempty"`
+}
+
+// controlNode is the control entry's inode.
+type controlNode struct {
+	gofs.Inode
+	m *Mount
+}
+
+var (
+	_ gofs.NodeOpener    = (*controlNode)(nil)
+	_ gofs.NodeGetattrer = (*controlNode)(nil)
+	_ gofs.NodeSetattrer = (*controlNode)(nil)
+)
+
+func (n *controlNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = fuse.S_IFREG | 0o600
+	out.Ino = controlIno
+	out.Nlink = 1
+	out.Uid, out.Gid = n.m.uid, n.m.gid
+	return 0
+}
+
+// Setattr accepts the truncation an O_TRUNC open may send, changing nothing.
+func (n *controlNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return n.Getattr(ctx, f, out)
+}
+
+func (n *controlNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	h := &controlHandle{m: n.m, notify: make(chan struct{})}
+	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+}
+
+// controlHandle is one client session: a request being written, then the
+// response being read. Its request runs in a goroutine it owns; Release
+// cancels it and waits for it.
+type controlHandle struct {
+	m *Mount
+
+	mu      sync.Mutex
+	req     []byte
+	started bool
+	out     []byte        // response bytes not read yet
+	done    bool          // the request finished; out is all there will be
+	notify  chan struct{} // closed and replaced whenever out or done changes
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var (
+	_ gofs.FileWriter   = (*controlHandle)(nil)
+	_ gofs.FileReader   = (*controlHandle)(nil)
+	_ gofs.FileReleaser = (*controlHandle)(nil)
+)
+
+func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started {
+		return 0, syscall.EBUSY
+	}
+	if len(h.req)+len(data) > maxRequestBytes {
+		return 0, syscall.EFBIG
+	}
+	h.req = append(h.req, data...)
+	if bytes.HasSuffix(h.req, []byte{'\n'}) {
+		h.start()
+	}
+	return uint32(len(data)), 0
+}
+
+// start runs the request; h.mu is held.
+func (h *controlHandle) start() {
+	h.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	var req Request
+	err := json.Unmarshal(h.req, &req)
+	h.req = nil
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer h.finish()
+		if err != nil {
+			h.emit(Event{Type: "error", Error: "malformed control request: " + err.Error()})
+			return
+		}
+		h.m.handle(ctx, req, h.emit)
+	}()
+}
+
+func (h *controlHandle) emit(ev Event) {
+	line, err := json.Marshal(ev)
+	if err != nil {
+		line, _ = json.Marshal(Event{Type: "error", Error: err.Error()})
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.out = append(append(h.out, line...), '\n')
+	h.wake()
+}
+
+func (h *controlHandle) finish() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.done = true
+	h.wake()
+}
+
+// wake tells blocked readers something changed; h.mu is held.
+func (h *controlHandle) wake() {
+	close(h.notify)
+	h.notify = make(chan struct{})
+}
+
+// Read returns response bytes as they come, blocking until there are some;
+// 0 bytes (EOF) once the request is done and everything was read.
+func (h *controlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	for {
+		h.mu.Lock()
+		if len(h.out) > 0 {
+			n := copy(dest, h.out)
+			h.out = h.out[n:]
+			h.mu.Unlock()
+			return fuse.ReadResultData(dest[:n]), 0
+		}
+		if h.done || !h.started {
+			h.mu.Unlock()
+			return fuse.ReadResultData(nil), 0
+		}
+		ch := h.notify
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, syscall.EINTR
+		}
+	}
+}
+
+func (h *controlHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	cancel := h.cancel
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	h.wg.Wait()
+	return 0
+}
+
+// handle serves one control request, reporting through emit.
+func (m *Mount) handle(ctx context.Context, req Request, emit func(Event)) {
+	switch req.Op {
+	case "warm":
+		m.warm(ctx, req, emit)
+	case "stats":
+		if m.statsHook == nil {
+			emit(Event{Type: "error", Error: "stats are not available on this mount"})
+			return
+		}
+		b, err := json.Marshal(m.statsHook(m))
+		if err != nil {
+			emit(Event{Type: "error", Error: err.Error()})
+			return
+		}
+		emit(Event{Type: "result", Stats: b})
+	default:
+		emit(Event{Type: "error", Error: "unknown control op " + strconvQuote(req.Op)})
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

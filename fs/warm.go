@@ -1,0 +1,293 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache"
+)
+
+// WarmPlan is what a warm request covers, reported before any fetch.
+type WarmPlan struct {
+	Files        int      `json:"files"`
+	Bytes        int64    `json:"bytes"`
+	BytesCached  int64    `json:"bytes_cached"`
+	FilesCached  int      `json:"files_cached"`
+	CacheFree    int64    `json:"cache_free"` // -1: unlimited
+	Fits         bool     `json:"fits"`
+	NotFound     int      `json:"not_found"`
+	NotFoundList []string `json:"not_found_examples,omitempty"`
+}
+
+// WarmProgress is a warm's running (and, in the result, final) count.
+type WarmProgress struct {
+	Files               int     `json:"files"`
+	FilesDone           int64   `json:"files_done"`
+	Bytes               int64   `json:"bytes"`
+	BytesDone           int64   `json:"bytes_done"`
+	ChunksFetched       int64   `json:"chunks_fetched"`
+	ChunksAlreadyCached int64   `json:"chunks_already_cached"`
+	ChunksNotCached     int64   `json:"chunks_not_cached"` // left out: cache full, or not kept by the policy
+	BytesFetched        int64   `json:"bytes_fetched"`
+	Errors              int64   `json:"errors"`
+	FirstError          string  `json:"first_error,omitempty"`
+	Seconds             float64 `json:"seconds"`
+	CacheFull           bool    `json:"cache_full"`
+	Interrupted         bool    `json:"interrupted"`
+}
+
+const (
+	defaultWarmParallel = 64
+	maxWarmParallel     = 1024
+	warmProgressEvery   = 250 * time.Millisecond
+)
+
+// resolve expands request paths (files or directories, relative to the
+// root) into files, in the order given, each once. Directories expand in
+// name order.
+func (m *Mount) resolve(paths []string) (files []*entry, notFound []string) {
+	seen := make(map[uint64]bool)
+	var add func(e *entry)
+	add = func(e *entry) {
+		if e.isDir() {
+			for _, d := range e.dir.listing() {
+				add(e.dir.children[d.Name])
+			}
+			return
+		}
+		if !seen[e.ino] {
+			seen[e.ino] = true
+			files = append(files, e)
+		}
+	}
+	for _, p := range paths {
+		if e := m.tree.lookup(p); e != nil {
+			add(e)
+		} else {
+			notFound = append(notFound, p)
+		}
+	}
+	return files, notFound
+}
+
+// lookup finds the entry at a '/'-separated path relative to the root.
+func (t *tree) lookup(p string) *entry {
+	p = strings.Trim(path.Clean("/"+p), "/")
+	e := t.root
+	if p == "" {
+		return e
+	}
+	for _, name := range strings.Split(p, "/") {
+		if !e.isDir() {
+			return nil
+		}
+		if e = e.dir.children[name]; e == nil {
+			return nil
+		}
+	}
+	return e
+}
+
+// warm fetches the chunks of the requested files into the cache, in the
+// order given, with req.Parallel fetches in flight, until done, the cache
+// is full (earlier paths win: nothing is evicted for later ones) or ctx is
+// cancelled. Fetches share the cache's flights with reads.
+func (m *Mount) warm(ctx context.Context, req Request, emit func(Event)) {
+	files, notFound := m.resolve(req.Paths)
+	plan := WarmPlan{Files: len(files), NotFound: len(notFound), CacheFree: -1}
+	if len(notFound) > 0 {
+		plan.NotFoundList = notFound[:min(len(notFound), 5)]
+	}
+	cached := make([]int64, len(files))
+	for i, f := range files {
+		n, err := m.src.CachedBytes(f.obj)
+		if err != nil {
+			emit(Event{Type: "error", Error: err.Error()})
+			return
+		}
+		cached[i] = n
+		plan.Bytes += f.obj.Size
+		plan.BytesCached += n
+		if n == f.obj.Size {
+			plan.FilesCached++
+		}
+	}
+	c := m.cache
+	plan.Fits = true
+	if capacity := c.Capacity(); capacity > 0 {
+		plan.CacheFree = max(capacity-c.Used(), 0)
+		plan.Fits = plan.Bytes-plan.BytesCached <= plan.CacheFree
+	}
+	emit(Event{Type: "plan", Plan: &plan})
+	if req.Check {
+		return
+	}
+
+	par := req.Parallel
+	if par <= 0 {
+		par = defaultWarmParallel
+	}
+	par = min(par, maxWarmParallel)
+	w := warmRun{m: m, prog: WarmProgress{Files: len(files), Bytes: plan.Bytes}, start: time.Now()}
+	w.run(ctx, files, par, emit)
+	final := w.snapshot()
+	final.Interrupted = ctx.Err() != nil
+	emit(Event{Type: "result", Warm: &final})
+}
+
+// warmRun holds one warm's counters; the fetch goroutines update them.
+type warmRun struct {
+	m     *Mount
+	start time.Time
+
+	mu   sync.Mutex // guards prog's non-atomic fields
+	prog WarmProgress
+
+	filesDone, bytesDone, fetched, already, notCached, bytesFetched, errs atomic.Int64
+	full                                                                  atomic.Bool
+	// reserved is the bytes of warm fetches in flight: counted against the
+	// capacity when a fetch is issued, so a later path's chunk can't take
+	// the room an earlier path's chunk, still in flight, will need.
+	reserved atomic.Int64
+}
+
+// fits reserves room for n more bytes if the cache has it.
+func (w *warmRun) fits(n int64) bool {
+	c := w.m.cache
+	capacity := c.Capacity()
+	if capacity == 0 {
+		return true
+	}
+	if c.Used()+w.reserved.Load()+n > capacity {
+		return false
+	}
+	w.reserved.Add(n)
+	return true
+}
+
+func (w *warmRun) snapshot() WarmProgress {
+	w.mu.Lock()
+	p := w.prog
+	w.mu.Unlock()
+	p.FilesDone, p.BytesDone = w.filesDone.Load(), w.bytesDone.Load()
+	p.ChunksFetched, p.ChunksAlreadyCached, p.ChunksNotCached = w.fetched.Load(), w.already.Load(), w.notCached.Load()
+	p.BytesFetched, p.Errors = w.bytesFetched.Load(), w.errs.Load()
+	p.CacheFull = w.full.Load()
+	p.Seconds = time.Since(w.start).Seconds()
+	return p
+}
+
+func (w *warmRun) fail(err error) {
+	if w.errs.Add(1) == 1 {
+		w.mu.Lock()
+		w.prog.FirstError = err.Error()
+		w.mu.Unlock()
+	}
+}
+
+func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Event)) {
+	stopProgress := make(chan struct{})
+	var progress sync.WaitGroup
+	progress.Add(1)
+	go func() {
+		defer progress.Done()
+		tick := time.NewTicker(warmProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-tick.C:
+				p := w.snapshot()
+				emit(Event{Type: "progress", Warm: &p})
+			}
+		}
+	}()
+	defer func() { close(stopProgress); progress.Wait() }()
+
+	src := w.m.src
+	sem := make(chan struct{}, par)
+	var fetches sync.WaitGroup
+	defer fetches.Wait()
+	for _, f := range files {
+		n := src.NumChunks(f.obj)
+		if n == 0 {
+			w.filesDone.Add(1)
+			continue
+		}
+		remaining := &atomic.Int64{}
+		remaining.Store(int64(n))
+		chunkDone := func() {
+			if remaining.Add(-1) == 0 {
+				w.filesDone.Add(1)
+			}
+		}
+		for idx := range n {
+			size := src.ChunkLen(f.obj, idx)
+			if src.ChunkCached(f.obj, idx) {
+				w.already.Add(1)
+				w.bytesDone.Add(size)
+				chunkDone()
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if ctx.Err() != nil {
+				<-sem
+				return
+			}
+			if w.full.Load() || !w.fits(size) {
+				// Later chunks are counted as not cached, never fetched:
+				// earlier paths keep the room.
+				w.full.Store(true)
+				w.notCached.Add(1)
+				<-sem
+				continue
+			}
+			fetches.Add(1)
+			go func(obj backend.Object, idx int) {
+				defer fetches.Done()
+				defer func() { <-sem }()
+				defer w.reserved.Add(-size)
+				w.warmChunk(ctx, obj, idx)
+				chunkDone()
+			}(f.obj, idx)
+		}
+	}
+}
+
+func (w *warmRun) warmChunk(ctx context.Context, obj backend.Object, idx int) {
+	src := w.m.src
+	size := src.ChunkLen(obj, idx)
+	outcome, err := src.Warm(ctx, obj, idx)
+	switch {
+	case errors.Is(err, cache.ErrFull):
+		w.full.Store(true)
+		return
+	case ctx.Err() != nil:
+		return
+	case err != nil:
+		w.fail(err)
+		return
+	}
+	w.bytesDone.Add(size)
+	switch outcome {
+	case cache.WarmAlreadyCached:
+		w.already.Add(1)
+	case cache.WarmFetched:
+		w.fetched.Add(1)
+		w.bytesFetched.Add(size)
+	case cache.WarmNotCached:
+		w.notCached.Add(1)
+		w.bytesFetched.Add(size)
+	}
+}
