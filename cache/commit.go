@@ -168,26 +168,37 @@ func (cm *committer) commit(batch []commitOp) {
 // whose file can't be synced (evicted meanwhile, I/O error) is left out of
 // the commit by clearing its record.
 func (cm *committer) syncFiles(batch []commitOp) {
-	synced := make(map[string]bool)
-	dirs := make(map[string]bool)
+	// One sync per distinct file, run in parallel: many small files per
+	// batch is the warm and cold-epoch case, and the device queues them.
+	var paths []string
+	index := make(map[string]*object)
 	for i := range batch {
 		op := &batch[i]
-		if op.o == nil || op.kind != opAddChunk {
-			continue
-		}
-		if op.o.gone.Load() {
-			op.rec = chunkRecord{}
-			continue
-		}
-		ok, seen := synced[op.o.path]
-		if !seen {
-			ok = syncPath(op.o.path, true)
-			synced[op.o.path] = ok
-			if ok && op.o.created.Swap(false) {
-				dirs[filepath.Dir(op.o.path)] = true
+		if op.kind != opAddChunk || op.o.gone.Load() {
+			if op.kind == opAddChunk {
+				op.rec = chunkRecord{}
 			}
+			continue
 		}
-		if !ok {
+		if _, seen := index[op.o.path]; !seen {
+			index[op.o.path] = op.o
+			paths = append(paths, op.o.path)
+		}
+	}
+	synced := make(map[string]bool, len(paths))
+	dirs := make(map[string]bool)
+	var mu sync.Mutex
+	parallel(paths, syncWorkers, func(p string) {
+		ok := syncPath(p, true)
+		mu.Lock()
+		defer mu.Unlock()
+		synced[p] = ok
+		if ok && index[p].created.Swap(false) {
+			dirs[filepath.Dir(p)] = true
+		}
+	})
+	for i := range batch {
+		if op := &batch[i]; op.kind == opAddChunk && op.synced() && !synced[op.o.path] {
 			op.rec = chunkRecord{}
 		}
 	}
@@ -203,6 +214,34 @@ func (cm *committer) syncFiles(batch []commitOp) {
 			}
 		}
 	}
+}
+
+const syncWorkers = 16
+
+// parallel runs fn on every item with at most n at a time.
+func parallel(items []string, n int, fn func(string)) {
+	if len(items) <= 1 {
+		for _, it := range items {
+			fn(it)
+		}
+		return
+	}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(n, len(items)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range work {
+				fn(it)
+			}
+		}()
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
 }
 
 // synced reports whether syncFiles kept op: a zero Len marks a dropped op
