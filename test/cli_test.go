@@ -32,7 +32,8 @@ func TestCLIErrors(t *testing.T) {
 	}
 	s3 := func(extra ...string) []string { return append(m.MountArgs(), extra...) }
 
-	// A running mount holding a cache dir, for the "cache dir in use" case.
+	// A running mount holding a cache dir (its process is the daemon of
+	// that dir), for the "cache dir in use" and join cases.
 	busyCache := t.TempDir()
 	running := testenv.StartMount(t, testenv.MountConfig{
 		Bin: dsmountBin, Source: localSrc, Mountpoint: t.TempDir(),
@@ -45,6 +46,7 @@ func TestCLIErrors(t *testing.T) {
 		mp     func(t *testing.T) string // default: a fresh empty directory
 		args   []string                  // default --cache-dir: a fresh directory
 		env    []string                  // default: s3Env(m)
+		argv   func(mp string) []string  // default: mount SOURCE MP ARGS
 		want   string                    // a word the error line should contain (case-insensitive), "" for any
 	}
 	cases := []tc{
@@ -69,7 +71,12 @@ func TestCLIErrors(t *testing.T) {
 				os.WriteFile(f, []byte("x"), 0o644)
 				return f
 			}},
-		{name: "cache dir in use", source: localSrc, args: []string{"--cache-dir", busyCache}},
+		// A second `dsmount mount` on a served cache dir joins the daemon
+		// (see mount_joins_running_daemon); a second daemon is refused.
+		{name: "cache dir in use", want: "in use",
+			argv: func(string) []string { return []string{"daemon", "--cache-dir", busyCache} }},
+		{name: "join with a different --chunk-size", source: localSrc, want: "chunk",
+			args: []string{"--cache-dir", busyCache, "--chunk-size", "8M"}},
 		{name: "malformed --cache-size", source: localSrc, args: []string{"--cache-size", "12Q"}, want: "cache-size"},
 		{name: "malformed --chunk-size", source: localSrc, args: []string{"--chunk-size", "banana"}, want: "chunk-size"},
 		{name: "local source missing", source: filepath.Join(localSrc, "nope")},
@@ -92,7 +99,11 @@ func TestCLIErrors(t *testing.T) {
 				env = s3Env(m)
 			}
 			before := dirState(mp)
-			r := testenv.RunCLI(dsmountBin, env, 2*cliPrompt, append([]string{"mount", c.source, mp}, args...)...)
+			argv := append([]string{"mount", c.source, mp}, args...)
+			if c.argv != nil {
+				argv = c.argv(mp)
+			}
+			r := testenv.RunCLI(dsmountBin, env, 2*cliPrompt, argv...)
 			if r.TimedOut {
 				testenv.LazyUnmount(mp)
 				t.Fatalf("dsmount was still running after %v (killed); stderr:\n%s", 2*cliPrompt, r.Stderr)
@@ -127,6 +138,25 @@ func TestCLIErrors(t *testing.T) {
 			t.Errorf("dsmount unmount of a plain directory: exit %d, stderr %q; want non-zero and one \"dsmount: \" line", r.ExitCode, r.Stderr)
 		}
 		t.Logf("exit %d: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+	})
+
+	t.Run("mount_joins_running_daemon", func(t *testing.T) {
+		mp := t.TempDir()
+		j := testenv.JoinMount(t, dsmountBin, nil, localSrc, mp, cliPrompt, "--cache-dir", busyCache)
+		if j.DaemonPID != running.Pid() {
+			t.Errorf("the join names daemon_pid %d; the daemon of %s is pid %d", j.DaemonPID, busyCache, running.Pid())
+		}
+		if j.Result.Duration > cliPrompt {
+			t.Errorf("the join took %v", j.Result.Duration)
+		}
+		got, err := os.ReadFile(filepath.Join(mp, "a.txt"))
+		if err != nil || !bytes.Equal(got, []byte("a\n")) {
+			t.Errorf("reading through the joined mount: %q, %v", got, err)
+		}
+		testenv.Unmount(t, dsmountBin, mp)
+		if running.Exited() {
+			t.Fatalf("the daemon exited (%v) when the joined mount was unmounted", running.ExitState())
+		}
 	})
 
 	// The mount whose cache dir the other process wanted is unharmed.

@@ -8,7 +8,10 @@
 #   - fuse3 (fusermount3), via apt-get, if missing;
 #   - the MinIO server binary, built with `go install` into
 #     $HOME/.cache/dsmount-tools/bin (outside the checkout, reused across runs;
-#     the first build takes ~5 min on 2 cores). DSMOUNT_MINIO overrides the path.
+#     the first build takes ~5 min on 2 cores). DSMOUNT_MINIO overrides the path;
+#   - the toxiproxy server (a TCP latency/fault proxy), built with `go install`
+#     into the same directory and renamed toxiproxy-server (go install names
+#     it `server`). DSMOUNT_TOXIPROXY overrides the path.
 # Then it runs `go vet ./...` and `go test -count=1 -timeout 40m ./...`.
 # Extra arguments are passed to go test (e.g. -run TestCrash -v).
 set -euo pipefail
@@ -18,6 +21,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MINIO_MODULE="github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c"
 TOOLS_BIN="${HOME:-/root}/.cache/dsmount-tools/bin"
 MINIO_BIN="${DSMOUNT_MINIO:-$TOOLS_BIN/minio}"
+TOXIPROXY_MODULE="github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0"
+TOXIPROXY_BIN="${DSMOUNT_TOXIPROXY:-$TOOLS_BIN/toxiproxy-server}"
 
 log() { printf '==> %s\n' "$*" >&2; }
 
@@ -46,6 +51,21 @@ if [[ ! -x "$MINIO_BIN" ]]; then
 	(cd / && GOFLAGS= GOWORK=off GOBIN="$TOOLS_BIN" go install "$MINIO_MODULE")
 fi
 export DSMOUNT_MINIO="$MINIO_BIN"
+
+if [[ ! -x "$TOXIPROXY_BIN" ]]; then
+	if [[ -n "${DSMOUNT_TOXIPROXY:-}" ]]; then
+		log "DSMOUNT_TOXIPROXY=$DSMOUNT_TOXIPROXY is not an executable file"
+		exit 1
+	fi
+	log "building the toxiproxy server into $TOOLS_BIN (one-off)"
+	mkdir -p "$TOOLS_BIN"
+	# Build into a scratch GOBIN so an unrelated $TOOLS_BIN/server is left alone.
+	tmpbin="$(mktemp -d)"
+	(cd / && GOFLAGS= GOWORK=off GOBIN="$tmpbin" go install "$TOXIPROXY_MODULE")
+	mv "$tmpbin/server" "$TOXIPROXY_BIN"
+	rmdir "$tmpbin"
+fi
+export DSMOUNT_TOXIPROXY="$TOXIPROXY_BIN"
 
 log "go version: $(go version)"
 log "go vet ./..."

@@ -28,7 +28,10 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 
 func main() {
 	root := newRootCmd()
-	if err := root.Execute(); err != nil {
+	stopProfile := startProfile()
+	err := root.Execute()
+	stopProfile()
+	if err != nil {
 		var code exitCode
 		if errors.As(err, &code) {
 			os.Exit(code.code)

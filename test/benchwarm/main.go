@@ -1,0 +1,308 @@
+// Command benchwarm measures `dsmount warm` against the backend's own
+// ceiling, side by side in one run (these machines are shared and noisy):
+//
+//   - raw GETs: plain parallel ranged GetObject calls (Range bytes=0-(size-1),
+//     as the daemon makes them), --parallel in flight, through the same
+//     proxy, no filesystem;
+//   - warm: `dsmount warm MOUNTPOINT --parallel N` on a fresh mount and a
+//     fresh cache dir, timed from the command's start to its exit (the walk
+//     of the tree through the mount included; the mount's own start and
+//     listing are not).
+//
+// The dataset (--files small files of --file-size bytes) lives in MinIO
+// behind a toxiproxy adding --latency ms (± --jitter) to every answer, like
+// a remote S3. Each round runs raw GETs then warm; --rounds > 1 alternates
+// them again and reports every round and the median ratio. Usage:
+// go run ./test/benchwarm [flags]; needs root (FUSE) and the MinIO and
+// toxiproxy binaries that test/run.sh installs.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+type result struct {
+	name    string
+	files   int64
+	bytes   int64
+	elapsed time.Duration
+	gets    int64
+	note    string
+	cpu     float64 // machine CPU busy during the pass, in cores (of runtime.NumCPU)
+	procCPU float64 // CPU seconds of the process doing the work (this program's raw GETs, or the daemon)
+}
+
+func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
+func (r result) mbPerSec() float64    { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
+
+func main() {
+	var (
+		nFiles    = flag.Int("files", 10000, "number of small files")
+		fileSize  = flag.Int("file-size", 110_000, "size of each file in bytes")
+		parallel  = flag.Int("parallel", 64, "GETs in flight for raw GETs, and dsmount warm --parallel")
+		latency   = flag.Int("latency", 20, "ms added by the proxy to every answer from MinIO")
+		jitter    = flag.Int("jitter", 5, "± ms of jitter on the latency")
+		chunkSize = flag.String("chunk-size", "4M", "dsmount --chunk-size")
+		rounds    = flag.Int("rounds", 1, "rounds of (raw GETs, warm)")
+	)
+	flag.Parse()
+
+	t := testenv.NewProgramT("dsmount-benchwarm")
+	defer t.Close()
+	work := t.TempDir()
+	src := filepath.Join(work, "src")
+	os.MkdirAll(src, 0o755)
+
+	spec := testenv.DatasetSpec{Seed: 9, SmallFiles: *nFiles, SmallMin: *fileSize, SmallMax: *fileSize, FilesPerDir: 500, MaxDepth: 2}
+	t0 := time.Now()
+	paths := testenv.GenerateDataset(t, src, spec)
+	sizes := make([]int64, len(paths))
+	var total int64
+	for i, p := range paths {
+		st, err := os.Stat(filepath.Join(src, filepath.FromSlash(p)))
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		sizes[i] = st.Size()
+		total += st.Size()
+	}
+	fmt.Fprintf(os.Stderr, "dataset: %d files of %d B (%.2f GB), generated in %v\n", len(paths), *fileSize, float64(total)/1e9, time.Since(t0).Round(time.Millisecond))
+
+	mc := testenv.StartMinIO(t)
+	mc.CreateBucket("bench")
+	t0 = time.Now()
+	if err := mc.UploadDirErr(context.Background(), "bench", "ds", src, 32); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	fmt.Fprintf(os.Stderr, "uploaded to MinIO in %v\n", time.Since(t0).Round(time.Millisecond))
+
+	tp := testenv.StartToxiproxy(t)
+	proxy := tp.AddProxy("minio", mc.Addr())
+	tp.AddLatency("minio", *latency, *jitter)
+	endpoint := "http://" + proxy
+	fmt.Fprintf(os.Stderr, "MinIO %s behind toxiproxy %s (+%d ms ± %d on every answer)\n", mc.Addr(), proxy, *latency, *jitter)
+
+	bin, err := testenv.BuildDsmount(filepath.Join(work, "bin"))
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	gets := func() int64 { n, _ := mc.GetObjectCount(); return n }
+	user, pass := mc.Creds()
+	client := testenv.NewS3Client(endpoint, user, pass)
+
+	var results []result
+	var ratios []float64
+	for round := 1; round <= *rounds; round++ {
+		suffix := ""
+		if *rounds > 1 {
+			suffix = fmt.Sprintf(" #%d", round)
+		}
+		g0 := gets()
+		c0, self0 := machineCPU(), selfCPU()
+		raw := rawGets(t, client, paths, sizes, *parallel)
+		raw.gets = gets() - g0
+		raw.cpu = machineCPU().busySince(c0, raw.elapsed)
+		raw.procCPU = selfCPU() - self0
+		raw.name = "raw ranged GETs" + suffix
+		results = append(results, raw)
+
+		w := warm(t, bin, mc, endpoint, filepath.Join(work, fmt.Sprintf("round%d", round)), *chunkSize, *parallel, gets)
+		w.name = "dsmount warm" + suffix
+		if w.files != int64(len(paths)) || w.bytes != total {
+			t.Fatalf("warm covered %d files, %d bytes; the dataset is %d files, %d bytes", w.files, w.bytes, len(paths), total)
+		}
+		results = append(results, w)
+		ratios = append(ratios, w.filesPerSec()/raw.filesPerSec())
+	}
+
+	fmt.Printf("\n%-22s %8s %9s %9s %10s %9s %8s %8s %9s %9s  %s\n", "pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "what")
+	var rawRef result
+	for _, r := range results {
+		ratio := ""
+		if strings.HasPrefix(r.name, "raw") {
+			rawRef = r
+		} else {
+			ratio = fmt.Sprintf("%.2f", r.filesPerSec()/rawRef.filesPerSec())
+		}
+		fmt.Printf("%-22s %8d %9.1f %9.2f %10.0f %9.1f %8d %8s %9s %8.1fs  %s\n", r.name, r.files, float64(r.bytes)/1e6,
+			r.elapsed.Seconds(), r.filesPerSec(), r.mbPerSec(), r.gets, ratio,
+			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), r.procCPU, r.note)
+	}
+	sort.Float64s(ratios)
+	med := ratios[len(ratios)/2]
+	if len(ratios)%2 == 0 {
+		med = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
+	}
+	verdict := "meets"
+	if med < 0.9 {
+		verdict = "MISSES"
+	}
+	fmt.Printf("\nwarm/raw (files/s): %.2f (median of %d round(s)); target >= 0.90: %s\n", med, len(ratios), verdict)
+	fmt.Printf("%d files of %d B; MinIO behind toxiproxy +%d ms ± %d; %d in flight; --chunk-size %s\n",
+		len(paths), *fileSize, *latency, *jitter, *parallel, *chunkSize)
+	fmt.Printf("cpu busy: cores busy on the whole machine during the pass (MinIO and toxiproxy included); proc cpu: CPU time of this program (raw) or of the dsmount daemon (warm)\n")
+}
+
+// cpuStat is a /proc/stat snapshot of the whole machine.
+type cpuStat struct{ busy, total float64 }
+
+func machineCPU() cpuStat {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuStat{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	var st cpuStat
+	for i, v := range f[1:] {
+		x, _ := strconv.ParseFloat(v, 64)
+		st.total += x
+		if i != 3 && i != 4 { // idle, iowait
+			st.busy += x
+		}
+	}
+	return st
+}
+
+// busySince is how many cores were busy on average since c0, over el.
+func (c cpuStat) busySince(c0 cpuStat, el time.Duration) float64 {
+	if c.total == c0.total {
+		return 0
+	}
+	return (c.busy - c0.busy) / (c.total - c0.total) * float64(runtime.NumCPU())
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// procCPU is the CPU seconds (user+system) pid has used so far.
+func procCPU(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	s = s[strings.LastIndexByte(s, ')')+2:]
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// rawGets fetches every object whole with a ranged GetObject (bytes=0-(size-1),
+// as the daemon does), par in flight: what the store gives through the proxy
+// with no filesystem in the way.
+func rawGets(t *testenv.ProgramT, client *s3.Client, paths []string, sizes []int64, par int) result {
+	var next, nbytes atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256<<10)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(paths)) {
+					return
+				}
+				in := &s3.GetObjectInput{Bucket: aws.String("bench"), Key: aws.String("ds/" + paths[i])}
+				if sizes[i] > 0 {
+					in.Range = aws.String(fmt.Sprintf("bytes=0-%d", sizes[i]-1))
+				}
+				out, err := client.GetObject(context.Background(), in)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				var n int64
+				for {
+					k, err := out.Body.Read(buf)
+					n += int64(k)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						break
+					}
+				}
+				out.Body.Close()
+				if n != sizes[i] {
+					firstErr.CompareAndSwap(nil, fmt.Errorf("%s: read %d bytes, want %d", paths[i], n, sizes[i]))
+				}
+				nbytes.Add(n)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		t.Fatalf("raw GETs: %v", err)
+	}
+	return result{files: int64(len(paths)), bytes: nbytes.Load(), elapsed: el,
+		note: fmt.Sprintf("%d GetObject in flight, no filesystem", par)}
+}
+
+// warm mounts the bucket on a fresh cache dir through endpoint and times
+// `dsmount warm MOUNTPOINT --parallel par --json`.
+func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chunkSize string, par int, gets func() int64) result {
+	mp, cacheDir := filepath.Join(dir, "mnt"), filepath.Join(dir, "cache")
+	os.MkdirAll(mp, 0o755)
+	os.MkdirAll(cacheDir, 0o755)
+	t0 := time.Now()
+	m := testenv.StartMount(t, testenv.MountConfig{Bin: bin, Source: "s3://bench/ds", Mountpoint: mp, Env: mc.Env(),
+		Args: []string{"--cache-dir", cacheDir, "--cache-size", "20G", "--chunk-size", chunkSize, "--s3-endpoint", endpoint, "--s3-path-style"}})
+	mountTime := time.Since(t0)
+	g0 := gets()
+	c0, d0 := machineCPU(), procCPU(m.Pid())
+	r := testenv.RunCLI(bin, nil, 30*time.Minute, "warm", mp, "--parallel", fmt.Sprint(par), "--json")
+	cpu, dcpu := machineCPU().busySince(c0, r.Duration), procCPU(m.Pid())-d0
+	g1 := gets()
+	if r.ExitCode != 0 {
+		t.Fatalf("dsmount warm: exit %d\nstdout: %s\nstderr: %s", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	var rep testenv.WarmReport
+	if err := testenv.DecodeJSONObject(r.Stdout, &rep); err != nil {
+		t.Fatalf("dsmount warm --json: %v", err)
+	}
+	if rep.ChunksNotCached != 0 || rep.CacheFull || rep.Interrupted || rep.BytesFetched != rep.Bytes {
+		t.Fatalf("dsmount warm did not fetch everything: %+v", rep)
+	}
+	c, err := testenv.WarmCheckErr(bin, 10*time.Minute, mp)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if c.FilesCached != c.FilesTotal || c.BytesCached != c.BytesTotal {
+		t.Fatalf("after warm, warm --check says %+v", c)
+	}
+	m.Stop()
+	return result{files: rep.Files, bytes: rep.Bytes, elapsed: r.Duration, gets: g1 - g0, cpu: cpu, procCPU: dcpu,
+		note: fmt.Sprintf("fresh mount+cache, --parallel %d; wall time of the command (it reports %.2fs; mount start %.2fs not counted)",
+			par, rep.Seconds, mountTime.Seconds())}
+}
