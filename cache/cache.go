@@ -113,7 +113,7 @@ func Open(dir string, opts Options) (*Cache, error) {
 		return nil, err
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.commits = startCommitter(c.db, c.log)
+	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.log)
 	c.maintenance.Add(1)
 	go c.runValueLogGC()
 	return c, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
 )
 
 type opKind uint8
@@ -33,10 +34,11 @@ type commitOp struct {
 // grouping amortises the syncs. It is the only writer of chunk and object
 // records, so records are applied in the order ops were sent.
 type committer struct {
-	db  *badger.DB
-	log *slog.Logger
-	ops chan commitOp
-	wg  sync.WaitGroup
+	db      *badger.DB
+	log     *slog.Logger
+	dataDir *os.File // the cache's data dir, for syncfs; may be nil
+	ops     chan commitOp
+	wg      sync.WaitGroup
 
 	// closeMu fences send against close: a read or eviction racing with
 	// Cache.Close may still try to queue an op, which is then dropped
@@ -50,8 +52,11 @@ const (
 	batchLinger = 5 * time.Millisecond
 )
 
-func startCommitter(db *badger.DB, log *slog.Logger) *committer {
+func startCommitter(db *badger.DB, dataDir string, log *slog.Logger) *committer {
 	cm := &committer{db: db, log: log, ops: make(chan commitOp, 4096)}
+	if d, err := os.Open(dataDir); err == nil {
+		cm.dataDir = d
+	}
 	cm.wg.Add(1)
 	go cm.run()
 	return cm
@@ -76,6 +81,9 @@ func (cm *committer) close() {
 	}
 	cm.closeMu.Unlock()
 	cm.wg.Wait()
+	if cm.dataDir != nil {
+		cm.dataDir.Close()
+	}
 }
 
 func (cm *committer) run() {
@@ -187,6 +195,15 @@ func (cm *committer) syncFiles(batch []commitOp) {
 	}
 	synced := make(map[string]bool, len(paths))
 	dirs := make(map[string]bool)
+	if len(paths) >= syncfsThreshold && cm.syncfs() {
+		// One syncfs makes every file of the batch and every new directory
+		// entry durable in one journal commit, where per-file syncs cost one
+		// each (the cold-epoch and warm case: many small files per batch).
+		for _, p := range paths {
+			index[p].created.Store(false)
+		}
+		return
+	}
 	var mu sync.Mutex
 	parallel(paths, syncWorkers, func(p string) {
 		ok := syncPath(p, true)
@@ -216,7 +233,22 @@ func (cm *committer) syncFiles(batch []commitOp) {
 	}
 }
 
-const syncWorkers = 16
+const (
+	syncWorkers = 16
+	// syncfsThreshold: from this many files in a batch, one syncfs of the
+	// cache's filesystem is cheaper than a sync per file. It also syncs
+	// other writers' data on that filesystem, which only delays the commit.
+	syncfsThreshold = 8
+)
+
+// syncfs flushes the whole filesystem holding the cache; false if it fails
+// (the caller then syncs file by file).
+func (cm *committer) syncfs() bool {
+	if cm.dataDir == nil {
+		return false
+	}
+	return unix.Syncfs(int(cm.dataDir.Fd())) == nil
+}
 
 // parallel runs fn on every item with at most n at a time.
 func parallel(items []string, n int, fn func(string)) {

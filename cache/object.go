@@ -142,12 +142,15 @@ func (c *Cache) loadChunks(o *object) error {
 // o.mu held shared: concurrent creators race harmlessly, since O_CREATE and
 // truncating to the same size are idempotent.
 func (o *object) openForWrite() (*os.File, error) {
-	f, err := os.OpenFile(o.path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		// A new directory entry: the committer must fsync the directory
+	// One open in the common case of a new file (small objects: every
+	// chunk is a first chunk); an existing file costs a second.
+	f, err := os.OpenFile(o.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		// A new directory entry: the committer must sync the directory
 		// before recording any chunk of this file.
 		o.created.Store(true)
-		f, err = os.OpenFile(o.path, os.O_RDWR|os.O_CREATE, 0o600)
+	} else if errors.Is(err, os.ErrExist) {
+		f, err = os.OpenFile(o.path, os.O_RDWR, 0)
 	}
 	if err != nil {
 		return nil, err

@@ -87,6 +87,7 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 	for _, g := range groups {
 		req := dsfs.Request{Op: "warm", Paths: g.paths, Parallel: f.parallel, Check: f.check}
 		var bar progressBar
+		var last *dsfs.WarmProgress // the latest progress, reported if interrupted
 		err := controlCall(ctx, g.root, req, func(ev dsfs.Event) error {
 			switch {
 			case ev.Plan != nil:
@@ -103,8 +104,11 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 					fmt.Fprintf(os.Stderr, "dsmount: the paths do not fit: %s more to cache, %s free in the cache; filling it up to capacity, paths given first win\n",
 						humanBytes(p.Bytes-p.BytesCached), humanBytes(p.CacheFree))
 				}
-			case ev.Type == "progress" && tty:
-				bar.draw(*ev.Warm)
+			case ev.Type == "progress":
+				last = ev.Warm
+				if tty {
+					bar.draw(*ev.Warm)
+				}
 			case ev.Type == "result" && ev.Warm != nil:
 				if tty {
 					bar.clear()
@@ -114,6 +118,12 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 			return nil
 		})
 		if ctx.Err() != nil {
+			if tty {
+				bar.clear()
+			}
+			if last != nil {
+				addProgress(&total, *last) // as of the last progress report (every 250 ms)
+			}
 			total.Interrupted = true
 			break
 		}
