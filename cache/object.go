@@ -149,19 +149,22 @@ func (o *object) openForWrite() (*os.File, error) {
 		// A new directory entry: the committer must sync the directory
 		// before recording any chunk of this file.
 		o.created.Store(true)
-	} else if errors.Is(err, os.ErrExist) {
-		f, err = os.OpenFile(o.path, os.O_RDWR, 0)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if st, err := f.Stat(); err == nil && st.Size() != o.meta.Size {
-		if err := f.Truncate(o.meta.Size); err != nil {
-			f.Close()
-			return nil, err
+		// A multi-chunk object's file takes its full size at once (sparse
+		// until complete). A single chunk's pwrite sets the size itself, and
+		// a file left short by a crash is still right: only chunks written
+		// and recorded are ever read, and the last one ends at the size.
+		if o.meta.numChunks() > 1 {
+			if err := f.Truncate(o.meta.Size); err != nil {
+				f.Close()
+				return nil, err
+			}
 		}
+		return f, nil
 	}
-	return f, nil
+	if errors.Is(err, os.ErrExist) {
+		return os.OpenFile(o.path, os.O_RDWR, 0)
+	}
+	return nil, err
 }
 
 // evict drops o from the cache: memory state, file and index records.
