@@ -25,12 +25,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -199,43 +195,11 @@ func rawGets(t *testenv.ProgramT, mc *testenv.MinIO, small []string, par int, se
 	order := append([]string(nil), small...)
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	client := mc.Client()
-	var next, bytes atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	start := time.Now()
-	for range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 256<<10)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(order)) {
-					return
-				}
-				out, err := client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("bench"), Key: aws.String("ds/" + order[i])})
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				for {
-					k, err := out.Body.Read(buf)
-					bytes.Add(int64(k))
-					if err != nil {
-						break
-					}
-				}
-				out.Body.Close()
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	if err, _ := firstErr.Load().(error); err != nil {
+	n, el, err := testenv.ParallelGets(context.Background(), mc.Client(), "bench", "ds", order, nil, par)
+	if err != nil {
 		t.Fatalf("raw GETs: %v", err)
 	}
-	return result{name: "raw GETs", files: len(order), bytes: bytes.Load(), elapsed: el, gets: int64(len(order)), description: fmt.Sprintf("%d GetObject in flight, no filesystem", par)}
+	return result{name: "raw GETs", files: len(order), bytes: n, elapsed: el, gets: int64(len(order)), description: fmt.Sprintf("%d GetObject in flight, no filesystem", par)}
 }
 
 func report(results []result, readers int) {

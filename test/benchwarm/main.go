@@ -21,19 +21,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dsmount/dsmount/test/testenv"
@@ -217,55 +213,11 @@ func procCPU(pid int) float64 {
 // as the daemon does), par in flight: what the store gives through the proxy
 // with no filesystem in the way.
 func rawGets(t *testenv.ProgramT, client *s3.Client, paths []string, sizes []int64, par int) result {
-	var next, nbytes atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr atomic.Value
-	start := time.Now()
-	for range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 256<<10)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(paths)) {
-					return
-				}
-				in := &s3.GetObjectInput{Bucket: aws.String("bench"), Key: aws.String("ds/" + paths[i])}
-				if sizes[i] > 0 {
-					in.Range = aws.String(fmt.Sprintf("bytes=0-%d", sizes[i]-1))
-				}
-				out, err := client.GetObject(context.Background(), in)
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				var n int64
-				for {
-					k, err := out.Body.Read(buf)
-					n += int64(k)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						firstErr.CompareAndSwap(nil, err)
-						break
-					}
-				}
-				out.Body.Close()
-				if n != sizes[i] {
-					firstErr.CompareAndSwap(nil, fmt.Errorf("%s: read %d bytes, want %d", paths[i], n, sizes[i]))
-				}
-				nbytes.Add(n)
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	if err, _ := firstErr.Load().(error); err != nil {
+	n, el, err := testenv.ParallelGets(context.Background(), client, "bench", "ds", paths, sizes, par)
+	if err != nil {
 		t.Fatalf("raw GETs: %v", err)
 	}
-	return result{files: int64(len(paths)), bytes: nbytes.Load(), elapsed: el,
+	return result{files: int64(len(paths)), bytes: n, elapsed: el,
 		note: fmt.Sprintf("%d GetObject in flight, no filesystem", par)}
 }
 

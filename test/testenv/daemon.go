@@ -1,18 +1,13 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 )
 
@@ -28,30 +23,19 @@ type DaemonConfig struct {
 // Daemon is a running `dsmount daemon`: a dsmount process that serves a cache
 // dir and the mounts `dsmount mount` adds to it.
 type Daemon struct {
-	t      T
-	cfg    DaemonConfig
-	cmd    *exec.Cmd
-	stderr *capBuffer
-	done   chan struct{}
-	state  *os.ProcessState
-	ended  bool
+	t   T
+	cfg DaemonConfig
+	*logProc
 }
 
 // Pid is the daemon's process id.
 func (d *Daemon) Pid() int { return d.cmd.Process.Pid }
 
 // Stderr is what the daemon has written so far (last 8 MiB).
-func (d *Daemon) Stderr() string { return d.stderr.String() }
+func (d *Daemon) Stderr() string { return d.out.String() }
 
 // Exited reports whether the daemon has exited.
-func (d *Daemon) Exited() bool {
-	select {
-	case <-d.done:
-		return true
-	default:
-		return false
-	}
-}
+func (d *Daemon) Exited() bool { return d.exited() }
 
 // ExitState is the process state once the daemon has exited, else nil.
 func (d *Daemon) ExitState() *os.ProcessState {
@@ -81,73 +65,15 @@ func TryStartDaemon(t T, cfg DaemonConfig) (*Daemon, error) {
 		cfg.ReadyTimeout = time.Minute
 	}
 	args := append([]string{"daemon", "--log-format", "json"}, cfg.Args...)
-	cmd := exec.Command(cfg.Bin, args...)
-	if cfg.Env != nil {
-		cmd.Env = cfg.Env
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	pr, pw, err := os.Pipe()
+	p, err := startLogged(t, procWords{name: "dsmount daemon", readyMsg: "daemon ready", notReady: `logging "daemon ready"`, out: "output"},
+		cfg.Bin, args, cfg.Env)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdout = pw
-	cmd.Stderr = pw
-	d := &Daemon{t: t, cfg: cfg, cmd: cmd, stderr: &capBuffer{max: 8 << 20}, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
-		return nil, fmt.Errorf("start %s: %w", cfg.Bin, err)
-	}
-	pw.Close()
-	t.Logf("started dsmount daemon (pid %d): %s", cmd.Process.Pid, strings.Join(args, " "))
-	ready := make(chan struct{})
-	var readyOnce sync.Once
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		br := bufio.NewReaderSize(pr, 64<<10)
-		for {
-			line, err := br.ReadBytes('\n')
-			if len(line) > 0 {
-				d.stderr.Write(line)
-				if IsLogMsg(line, "daemon ready") {
-					readyOnce.Do(func() { close(ready) })
-				}
-			}
-			if err != nil {
-				pr.Close()
-				return
-			}
-		}
-	}()
-	go func() {
-		d.cmd.Wait()
-		tm := time.NewTimer(2 * time.Second)
-		select {
-		case <-copied:
-		case <-tm.C:
-		}
-		tm.Stop()
-		d.state = d.cmd.ProcessState
-		close(d.done)
-	}()
+	d := &Daemon{t: t, cfg: cfg, logProc: p}
 	t.Cleanup(d.cleanup)
-
-	timer := time.NewTimer(cfg.ReadyTimeout)
-	defer timer.Stop()
-	select {
-	case <-ready:
-	case <-d.done:
-		select {
-		case <-ready:
-		default:
-			return nil, fmt.Errorf("dsmount daemon exited before logging \"daemon ready\" (%v); output:\n%s", d.state, d.Stderr())
-		}
-	case <-timer.C:
-		return nil, fmt.Errorf("dsmount daemon did not log \"daemon ready\" within %v; output so far:\n%s", cfg.ReadyTimeout, d.Stderr())
-	}
-	if d.Exited() {
-		return nil, fmt.Errorf("dsmount daemon logged \"daemon ready\" and then exited (%v); output:\n%s", d.state, d.Stderr())
+	if err := p.waitReady(cfg.ReadyTimeout); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -174,102 +100,32 @@ func (d *Daemon) Stop() {
 
 // StopErr is Stop returning the failure instead.
 func (d *Daemon) StopErr() error {
-	if d.ended {
-		return errors.New("dsmount daemon Stop: already stopped")
-	}
-	d.ended = true
-	if d.Exited() {
-		return fmt.Errorf("dsmount daemon had already exited (%v) before Stop; output:\n%s", d.state, d.Stderr())
-	}
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("SIGTERM dsmount daemon: %w", err)
-	}
-	timer := time.NewTimer(60 * time.Second)
-	defer timer.Stop()
-	select {
-	case <-d.done:
-	case <-timer.C:
-		d.cmd.Process.Kill()
-		<-d.done
-		return fmt.Errorf("dsmount daemon did not exit within 60s of SIGTERM (killed it); output:\n%s", d.Stderr())
-	}
-	if code := d.state.ExitCode(); code != 0 {
-		return fmt.Errorf("dsmount daemon exited with %v after SIGTERM, want exit 0; output:\n%s", d.state, d.Stderr())
-	}
-	return nil
+	_, err := d.stop()
+	return err
 }
 
 // Kill sends SIGKILL and waits for the daemon to die.
-func (d *Daemon) Kill() {
-	d.ended = true
-	d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.done
-}
+func (d *Daemon) Kill() { d.kill() }
 
 // WaitExit waits up to timeout for the daemon to exit on its own and fails
 // the test unless it exits 0.
 func (d *Daemon) WaitExit(timeout time.Duration) {
 	d.t.Helper()
-	d.ended = true
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-d.done:
-	case <-timer.C:
-		d.t.Fatalf("dsmount daemon still running %v later; output:\n%s", timeout, d.Stderr())
-	}
-	if code := d.state.ExitCode(); code != 0 {
-		d.t.Fatalf("dsmount daemon exited with %v, want exit 0; output:\n%s", d.state, d.Stderr())
-	}
+	d.waitExit(d.t, timeout)
 }
 
 // NoErrorLogs fails the test if the daemon logged at ERROR level or wrote
 // anything that is not a JSON log record.
 func (d *Daemon) NoErrorLogs() {
 	d.t.Helper()
-	if bad := errorLines(d.Stderr()); len(bad) > 0 {
+	if bad := d.errorLines(); len(bad) > 0 {
 		d.t.Fatalf("dsmount daemon logged errors:\n%s", strings.Join(bad, "\n"))
 	}
 }
 
-func errorLines(out string) []string {
-	var bad []string
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &rec) != nil {
-			bad = append(bad, "non-JSON output: "+line)
-			continue
-		}
-		if lv, _ := rec["level"].(string); strings.EqualFold(lv, "ERROR") {
-			bad = append(bad, line)
-		}
-	}
-	if len(bad) > 20 {
-		bad = append(bad[:20], fmt.Sprintf("... %d more", len(bad)-20))
-	}
-	return bad
-}
-
 func (d *Daemon) cleanup() {
-	if !d.Exited() {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		timer := time.NewTimer(30 * time.Second)
-		select {
-		case <-d.done:
-		case <-timer.C:
-			d.t.Logf("dsmount daemon pid %d ignored SIGTERM for 30s in cleanup; killing it", d.cmd.Process.Pid)
-			d.cmd.Process.Kill()
-			<-d.done
-		}
-		timer.Stop()
-	}
-	if d.t.Failed() {
-		d.t.Logf("dsmount daemon (pid %d, %v) output:\n%s", d.cmd.Process.Pid, d.state, d.Stderr())
-	}
+	d.terminate(d.t)
+	d.logIfFailed(d.t)
 }
 
 // Joined is the outcome of a `dsmount mount` that joined a running daemon.

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -68,13 +66,9 @@ type MountConfig struct {
 
 // Mount is a running `dsmount mount` process.
 type Mount struct {
-	t      T
-	cfg    MountConfig
-	cmd    *exec.Cmd
-	stderr *capBuffer
-	done   chan struct{} // closed once the process has been waited for
-	state  *os.ProcessState
-	ended  bool // Stop or Kill already ran
+	t   T
+	cfg MountConfig
+	*logProc
 }
 
 // Dir is the mountpoint.
@@ -84,17 +78,10 @@ func (m *Mount) Dir() string { return m.cfg.Mountpoint }
 func (m *Mount) Pid() int { return m.cmd.Process.Pid }
 
 // Stderr is what the daemon has written to stderr so far (the last 8 MiB).
-func (m *Mount) Stderr() string { return m.stderr.String() }
+func (m *Mount) Stderr() string { return m.out.String() }
 
 // Exited reports whether the daemon has exited.
-func (m *Mount) Exited() bool {
-	select {
-	case <-m.done:
-		return true
-	default:
-		return false
-	}
-}
+func (m *Mount) Exited() bool { return m.exited() }
 
 // StartMount starts `dsmount mount SOURCE MOUNTPOINT --log-format json ARGS`
 // and waits until it logs "msg":"mounted" and the mountpoint shows up in
@@ -118,95 +105,24 @@ func TryStartMount(t T, cfg MountConfig) (*Mount, error) {
 		cfg.ReadyTimeout = 2 * time.Minute
 	}
 	args := append([]string{"mount", cfg.Source, cfg.Mountpoint, "--log-format", "json"}, cfg.Args...)
-	cmd := exec.Command(cfg.Bin, args...)
-	if cfg.Env != nil {
-		cmd.Env = cfg.Env
-	}
-	// The daemon dies with us if the test binary is killed (the FUSE mount
-	// then goes stale; a later run uses fresh temp dirs).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	pr, pw, err := os.Pipe()
+	// The daemon dies with us if the test binary is killed (startLogged sets
+	// Pdeathsig; the FUSE mount then goes stale; a later run uses fresh temp
+	// dirs).
+	p, err := startLogged(t, procWords{name: "dsmount", readyMsg: "mounted", notReady: "mounting", out: "stderr"},
+		cfg.Bin, args, cfg.Env)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = pw
-	cmd.Stdout = pw
-	m := &Mount{t: t, cfg: cfg, cmd: cmd, stderr: &capBuffer{max: 8 << 20}, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
-		return nil, fmt.Errorf("start %s: %w", cfg.Bin, err)
-	}
-	pw.Close()
-	t.Logf("started dsmount (pid %d): %s", cmd.Process.Pid, strings.Join(args, " "))
-
-	ready := make(chan struct{})
-	var readyOnce sync.Once
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		br := bufio.NewReaderSize(pr, 64<<10)
-		for {
-			line, err := br.ReadBytes('\n')
-			if len(line) > 0 {
-				m.stderr.Write(line)
-				if isMountedLine(line) {
-					readyOnce.Do(func() { close(ready) })
-				}
-			}
-			if err != nil {
-				pr.Close()
-				return
-			}
-		}
-	}()
-	go func() {
-		m.cmd.Wait()
-		// A child of the daemon could still hold the pipe open; don't let
-		// that hang Stop/Kill.
-		t := time.NewTimer(2 * time.Second)
-		select {
-		case <-copied:
-		case <-t.C:
-		}
-		t.Stop()
-		m.state = m.cmd.ProcessState
-		close(m.done)
-	}()
+	m := &Mount{t: t, cfg: cfg, logProc: p}
 	t.Cleanup(m.cleanup)
-
-	timer := time.NewTimer(cfg.ReadyTimeout)
-	defer timer.Stop()
-	select {
-	case <-ready:
-	case <-m.done:
-		select {
-		case <-ready: // logged "mounted", then exited: reported below
-		default:
-			return nil, fmt.Errorf("dsmount exited before mounting (%v); stderr:\n%s", m.state, m.Stderr())
-		}
-	case <-timer.C:
-		return nil, fmt.Errorf("dsmount did not log \"mounted\" within %v; stderr so far:\n%s", cfg.ReadyTimeout, m.Stderr())
-	}
-	if m.Exited() {
-		return nil, fmt.Errorf("dsmount logged \"mounted\" and then exited (%v); stderr:\n%s", m.state, m.Stderr())
+	if err := p.waitReady(cfg.ReadyTimeout); err != nil {
+		return nil, err
 	}
 	if mounted, err := IsMounted(cfg.Mountpoint); err != nil || !mounted {
 		return nil, fmt.Errorf("dsmount logged \"mounted\" but %s is not in /proc/self/mountinfo (err %v); stderr:\n%s",
 			cfg.Mountpoint, err, m.Stderr())
 	}
 	return m, nil
-}
-
-func isMountedLine(line []byte) bool {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 || line[0] != '{' {
-		return false
-	}
-	var rec struct {
-		Msg string `json:"msg"`
-	}
-	return json.Unmarshal(line, &rec) == nil && rec.Msg == "mounted"
 }
 
 // Stop sends SIGTERM, waits (up to 60 s) for the daemon to exit, and fails
@@ -220,29 +136,12 @@ func (m *Mount) Stop() {
 
 // StopErr is Stop returning the failure instead.
 func (m *Mount) StopErr() error {
-	if m.ended {
-		return errors.New("dsmount Stop: already stopped")
-	}
-	m.ended = true
-	if m.Exited() {
-		return fmt.Errorf("dsmount had already exited (%v) before Stop; stderr:\n%s", m.state, m.Stderr())
-	}
-	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("SIGTERM dsmount: %w", err)
-	}
-	timer := time.NewTimer(60 * time.Second)
-	defer timer.Stop()
-	select {
-	case <-m.done:
-	case <-timer.C:
-		m.cmd.Process.Kill()
-		<-m.done
-		LazyUnmount(m.cfg.Mountpoint)
-		return fmt.Errorf("dsmount did not exit within 60s of SIGTERM (killed it); stderr:\n%s", m.Stderr())
-	}
-	if code := m.state.ExitCode(); code != 0 {
-		LazyUnmount(m.cfg.Mountpoint)
-		return fmt.Errorf("dsmount exited with %v after SIGTERM, want exit 0; stderr:\n%s", m.state, m.Stderr())
+	signalled, err := m.stop()
+	if err != nil {
+		if signalled {
+			LazyUnmount(m.cfg.Mountpoint)
+		}
+		return err
 	}
 	if mounted, _ := IsMounted(m.cfg.Mountpoint); mounted {
 		LazyUnmount(m.cfg.Mountpoint)
@@ -255,9 +154,7 @@ func (m *Mount) StopErr() error {
 // now-dead FUSE mount so the mountpoint can be reused.
 func (m *Mount) Kill() {
 	m.t.Helper()
-	m.ended = true
-	m.cmd.Process.Signal(syscall.SIGKILL)
-	<-m.done
+	m.kill()
 	if err := LazyUnmount(m.cfg.Mountpoint); err != nil {
 		m.t.Fatalf("detaching %s after SIGKILL: %v", m.cfg.Mountpoint, err)
 	}
@@ -268,17 +165,7 @@ func (m *Mount) Kill() {
 // mount gone.
 func (m *Mount) WaitExit(timeout time.Duration) {
 	m.t.Helper()
-	m.ended = true
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-m.done:
-	case <-timer.C:
-		m.t.Fatalf("dsmount still running %v later; stderr:\n%s", timeout, m.Stderr())
-	}
-	if code := m.state.ExitCode(); code != 0 {
-		m.t.Fatalf("dsmount exited with %v, want exit 0; stderr:\n%s", m.state, m.Stderr())
-	}
+	m.waitExit(m.t, timeout)
 	if mounted, _ := IsMounted(m.cfg.Mountpoint); mounted {
 		m.t.Fatalf("dsmount exited 0 but %s is still mounted", m.cfg.Mountpoint)
 	}
@@ -318,25 +205,7 @@ func (m *Mount) LogRecords(levels ...string) []map[string]any {
 // anything to stderr that is not a JSON log record (a panic, say).
 func (m *Mount) NoErrorLogs() {
 	m.t.Helper()
-	var bad []string
-	for _, line := range strings.Split(m.Stderr(), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &rec) != nil {
-			bad = append(bad, "non-JSON stderr: "+line)
-			continue
-		}
-		if lv, _ := rec["level"].(string); strings.EqualFold(lv, "ERROR") {
-			bad = append(bad, line)
-		}
-	}
-	if len(bad) > 0 {
-		if len(bad) > 20 {
-			bad = append(bad[:20], fmt.Sprintf("... %d more", len(bad)-20))
-		}
+	if bad := m.errorLines(); len(bad) > 0 {
 		m.t.Fatalf("dsmount logged errors:\n%s", strings.Join(bad, "\n"))
 	}
 }
@@ -350,24 +219,11 @@ func (m *Mount) ExitState() *os.ProcessState {
 }
 
 func (m *Mount) cleanup() {
-	if !m.Exited() {
-		m.cmd.Process.Signal(syscall.SIGTERM)
-		timer := time.NewTimer(30 * time.Second)
-		select {
-		case <-m.done:
-		case <-timer.C:
-			m.t.Logf("dsmount pid %d ignored SIGTERM for 30s in cleanup; killing it", m.cmd.Process.Pid)
-			m.cmd.Process.Kill()
-			<-m.done
-		}
-		timer.Stop()
-	}
+	m.terminate(m.t)
 	if err := LazyUnmount(m.cfg.Mountpoint); err != nil {
 		m.t.Logf("cleanup: %v", err)
 	}
-	if m.t.Failed() {
-		m.t.Logf("dsmount (pid %d, %v) stderr:\n%s", m.cmd.Process.Pid, m.state, m.Stderr())
-	}
+	m.logIfFailed(m.t)
 }
 
 // LazyUnmount detaches mountpoint if it is mounted (fusermount3 -u -z, falling
