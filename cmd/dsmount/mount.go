@@ -41,9 +41,14 @@ func newMountCmd() *cobra.Command {
 	var f mountFlags
 	cmd := &cobra.Command{
 		Use:   "mount SOURCE MOUNTPOINT",
-		Short: "Mount SOURCE read-only at MOUNTPOINT (runs in the foreground)",
-		Long: `Mount SOURCE read-only at MOUNTPOINT and serve it until interrupted
-(SIGINT/SIGTERM unmount cleanly) or until 'dsmount unmount MOUNTPOINT'.
+		Short: "Mount SOURCE read-only at MOUNTPOINT (joins the cache dir's daemon, or becomes it)",
+		Long: `Mount SOURCE read-only at MOUNTPOINT.
+
+If a dsmount daemon already serves --cache-dir, the mount is added to it
+and this command returns at once; the mount stays until 'dsmount unmount
+MOUNTPOINT'. Otherwise this process becomes that daemon, in the foreground:
+it serves this mount and any joined later, unmounts everything on
+SIGINT/SIGTERM, and exits when its last mount is unmounted.
 
 SOURCE is s3://BUCKET[/PREFIX] or a local directory. S3 credentials, region
 and endpoint come from the standard AWS configuration (AWS_ACCESS_KEY_ID,
