@@ -38,16 +38,8 @@ func (s *Source) ChunkLen(obj backend.Object, idx int) int64 {
 // CachedBytes is how many bytes of obj are cached. It creates no state for
 // an object the cache has never held.
 func (s *Source) CachedBytes(obj backend.Object) (int64, error) {
-	meta := metaOf(s.id, obj, s.c.chunkSize)
-	c := s.c
-	c.mu.Lock()
-	_, known := c.objects[meta.id()]
-	c.mu.Unlock()
-	if !known {
-		return 0, nil
-	}
-	o, err := c.object(meta)
-	if err != nil {
+	o, err := s.c.existing(metaOf(s.id, obj, s.c.chunkSize))
+	if o == nil || err != nil {
 		return 0, err
 	}
 	o.mu.RLock()
@@ -105,13 +97,22 @@ func (c *Cache) present(o *object, idx int) bool {
 // state for an object the cache has never held.
 func (s *Source) ChunkCached(obj backend.Object, idx int) bool {
 	meta := metaOf(s.id, obj, s.c.chunkSize)
-	c := s.c
+	if idx < 0 || idx >= meta.numChunks() {
+		return false
+	}
+	o, err := s.c.existing(meta)
+	return o != nil && err == nil && s.c.present(o, idx)
+}
+
+// existing is object for an object the cache already knows, and nil
+// otherwise: queries about what is cached must not create state for every
+// object they ask about.
+func (c *Cache) existing(meta objectMeta) (*object, error) {
 	c.mu.Lock()
 	_, known := c.objects[meta.id()]
 	c.mu.Unlock()
-	if !known || idx < 0 || idx >= meta.numChunks() {
-		return false
+	if !known {
+		return nil, nil
 	}
-	o, err := c.object(meta)
-	return err == nil && c.present(o, idx)
+	return c.object(meta)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -211,8 +212,6 @@ func (m *Mount) handle(ctx context.Context, req Request, emit func(Event)) {
 		}
 		emit(Event{Type: "result", Stats: b})
 	default:
-		emit(Event{Type: "error", Error: "unknown control op " + strconvQuote(req.Op)})
+		emit(Event{Type: "error", Error: "unknown control op " + strconv.Quote(req.Op)})
 	}
 }
-
-func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -94,7 +94,6 @@ func New(cfg Config) *Mount {
 func (m *Mount) Files() int            { return m.tree.files }
 func (m *Mount) Dirs() int             { return m.tree.dirs }
 func (m *Mount) Skipped() []SkippedKey { return m.tree.skipped }
-func (m *Mount) ReadErrors() int64     { return m.readErrors.Load() }
 func (m *Mount) Server() *fuse.Server  { return m.server }
 func (m *Mount) Mountpoint() string    { return m.dir }
 

@@ -99,7 +99,6 @@ func defaultCacheDir() string {
 type mountPlan struct {
 	source, mountpoint, cacheDir string
 	capacity, chunkSize          int64
-	policy                       cache.Policy
 }
 
 // planCache validates the cache flags.
@@ -140,8 +139,7 @@ func planCacheFields(f mountFlags) (mountPlan, error) {
 	if p.chunkSize < 64<<10 || p.chunkSize > 256<<20 {
 		return p, usagef("--chunk-size: %s is outside 64K..256M", f.chunkSize)
 	}
-	var ok bool
-	if p.policy, ok = cache.PolicyByName(f.policy); !ok {
+	if _, ok := cache.PolicyByName(f.policy); !ok {
 		return p, usagef("--cache-policy: unknown policy %q (want fill-and-hold or lru)", f.policy)
 	}
 	if p.cacheDir, err = filepath.Abs(f.cacheDir); err != nil {
