@@ -16,7 +16,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"golang.org/x/sync/singleflight"
 )
 
 // ErrInUse is returned by Open when another process holds the cache dir.
@@ -38,7 +37,16 @@ type Options struct {
 	Policy Policy
 	// Logger receives warnings and debug events. Default: discard.
 	Logger *slog.Logger
+	// FetchSlots bounds backend fetches in flight across all sources;
+	// default DefaultFetchSlots. A quarter, at most 16, is kept for
+	// foreground fetches (reads that missed, warm): background prefetch
+	// never takes those.
+	FetchSlots int
 }
+
+// DefaultFetchSlots is the default of Options.FetchSlots: the S3 backend's
+// default connection pool.
+const DefaultFetchSlots = 128
 
 // Cache is a persistent chunk cache shared by any number of sources
 // (mounts) in one process. See the package doc for layout and invariants.
@@ -58,7 +66,8 @@ type Cache struct {
 	fetches sync.WaitGroup
 	// maintenance counts background goroutines (value-log GC).
 	maintenance sync.WaitGroup
-	flight      singleflight.Group
+	flights     flightGroup
+	gate        *fetchGate
 
 	mu      sync.Mutex // guards objects and closed
 	objects map[ObjectID]*object
@@ -105,6 +114,10 @@ func Open(dir string, opts Options) (*Cache, error) {
 		objects:   make(map[ObjectID]*object),
 	}
 	c.capacity.Store(opts.Capacity)
+	if opts.FetchSlots <= 0 {
+		opts.FetchSlots = DefaultFetchSlots
+	}
+	c.gate = newFetchGate(opts.FetchSlots, min(16, opts.FetchSlots/4))
 	if err := c.open(); err != nil {
 		if c.db != nil {
 			c.db.Close()

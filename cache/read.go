@@ -95,7 +95,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		o.mu.RUnlock()
 	}
 
-	res, err := s.chunk(ctx, meta, obj, idx)
+	res, err := s.chunk(ctx, meta, obj, idx, Foreground)
 	if err != nil {
 		return err
 	}
@@ -121,25 +121,26 @@ type chunkResult struct {
 // concurrent caller shares its result. The flight runs on the cache's
 // context, not the caller's, so a reader that gives up doesn't fail the
 // others; the caller stops waiting when its ctx is done.
-func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int) (chunkResult, error) {
+func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority) (chunkResult, error) {
 	c := s.c
 	key := meta.id().String() + "/" + strconv.Itoa(idx)
-	ch := c.flight.DoChan(key, func() (any, error) {
+	f, raised := c.flights.join(key, prio, func(f *flight) {
 		// The flight, not its callers, is what Close must wait for.
 		if !c.startFetch() {
-			return chunkResult{}, ErrClosed
+			f.err = ErrClosed
+			return
 		}
 		defer c.fetches.Done()
-		return s.loadChunk(meta, obj, idx)
+		f.res, f.err = s.loadChunk(meta, obj, idx, f)
 	})
+	if raised {
+		c.gate.kick()
+	}
 	c.stats.waiting.Add(1)
 	defer c.stats.waiting.Add(-1)
 	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return chunkResult{}, r.Err
-		}
-		return r.Val.(chunkResult), nil
+	case <-f.done:
+		return f.res, f.err
 	case <-ctx.Done():
 		return chunkResult{}, ctx.Err()
 	}
@@ -156,26 +157,59 @@ func (c *Cache) startFetch() bool {
 	return true
 }
 
-// Prefetch starts fetching chunk idx of obj unless it is cached or in flight,
-// and returns at once. Readahead calls it; a read of the same chunk joins
-// the same flight.
+// Prefetch starts fetching chunk idx of obj in the background unless it is
+// cached or in flight, and returns at once. A read of the same chunk joins
+// the same flight (and raises it to foreground).
 func (s *Source) Prefetch(obj backend.Object, idx int) {
-	meta := metaOf(s.id, obj, s.c.chunkSize)
-	if idx < 0 || idx >= meta.numChunks() {
+	if idx < 0 || idx >= s.NumChunks(obj) {
 		return
 	}
 	go func() {
-		if _, err := s.chunk(context.Background(), meta, obj, idx); err != nil && !errors.Is(err, ErrClosed) {
+		if err := s.Fetch(context.Background(), obj, idx, Background); err != nil && !errors.Is(err, ErrClosed) {
 			s.c.log.Debug("cache: prefetch failed", "key", obj.Key, "chunk", idx, "err", err)
 		}
 	}()
+}
+
+// Fetch makes sure chunk idx of obj has been loaded, from the cache or the
+// backend (through the flight a read would join), waiting until it has.
+// Whether the bytes are kept is the policy's call, as for a read.
+func (s *Source) Fetch(ctx context.Context, obj backend.Object, idx int, prio Priority) error {
+	meta := metaOf(s.id, obj, s.c.chunkSize)
+	if idx < 0 || idx >= meta.numChunks() {
+		return fmt.Errorf("cache: chunk %d out of range for %s", idx, obj.Key)
+	}
+	_, err := s.chunk(ctx, meta, obj, idx, prio)
+	return err
+}
+
+// ObjectID is the cache's identity of obj's version as read through s:
+// what Policy calls name.
+func (s *Source) ObjectID(obj backend.Object) ObjectID {
+	meta := metaOf(s.id, obj, s.c.chunkSize)
+	return meta.id()
+}
+
+// Cached reports whether every chunk of obj is cached.
+func (s *Source) Cached(obj backend.Object) bool {
+	if obj.Size == 0 {
+		return true
+	}
+	meta := metaOf(s.id, obj, s.c.chunkSize)
+	o, err := s.c.existing(meta)
+	if o == nil || err != nil {
+		return false
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return !o.dead && o.cached == obj.Size
 }
 
 // loadChunk runs inside the flight. It re-checks the cache first (another
 // flight may have just stored the chunk), verifying a chunk loaded from the
 // index before trusting it; otherwise it fetches from the backend and offers
 // the bytes to the cache.
-func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int) (chunkResult, error) {
+func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flight) (chunkResult, error) {
 	c := s.c
 	o, err := c.object(meta)
 	if err != nil {
@@ -189,10 +223,14 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int) (chunkR
 
 	ctx, cancel := context.WithTimeout(c.ctx, fetchTimeout)
 	defer cancel()
+	if err := c.gate.acquire(ctx, f); err != nil {
+		return chunkResult{}, err
+	}
 	buf := make([]byte, n)
 	c.stats.fetchesInFlight.Add(1)
 	got, err := s.b.ReadAt(ctx, obj, buf, off)
 	c.stats.fetchesInFlight.Add(-1)
+	c.gate.release()
 	// Only a bare io.EOF is the backend's end-of-object signal; a wrapped
 	// one is a failed read.
 	if got == len(buf) && err == io.EOF {

@@ -32,8 +32,12 @@ const controlIno = 1 << 62
 
 // Request is one control request.
 type Request struct {
-	Op       string   `json:"op"`                 // "warm" or "stats"
-	Paths    []string `json:"paths,omitempty"`    // warm: files or directories, relative to the mount root
+	Op       string   `json:"op"`                 // "warm", "order" or "stats"
+	Paths    []string `json:"paths,omitempty"`    // warm: files or directories; order: the epoch's files in order; relative to the mount root
+	Job      string   `json:"job,omitempty"`      // order: the job's name, unique on the mount
+	Epoch    int      `json:"epoch,omitempty"`    // order: the epoch Paths is the order of
+	Next     []string `json:"next,omitempty"`     // order: the next epoch's order, when known
+	End      bool     `json:"end,omitempty"`      // order: forget the job (it is done)
 	Parallel int      `json:"parallel,omitempty"` // warm: chunk fetches in flight
 	Check    bool     `json:"check,omitempty"`    // warm: report the cached fraction, fetch nothing
 }
@@ -44,6 +48,7 @@ type Event struct {
 	Error string          `json:"error,omitempty"`
 	Warm  *WarmProgress   `json:"warm,omitempty"`
 	Plan  *WarmPlan       `json:"plan,omitempty"`
+	Order *OrderResult    `json:"order,omitempty"`
 	Stats json.RawMessage `json:"stats,omitempty"`
 }
 
@@ -200,6 +205,8 @@ func (m *Mount) handle(ctx context.Context, req Request, emit func(Event)) {
 	switch req.Op {
 	case "warm":
 		m.warm(ctx, req, emit)
+	case "order":
+		m.order(ctx, req, emit)
 	case "stats":
 		if m.statsHook == nil {
 			emit(Event{Type: "error", Error: "stats are not available on this mount"})

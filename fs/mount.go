@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
+	"github.com/dsmount/dsmount/readahead"
 )
 
 // kernelTimeout is how long the kernel may trust entries and attributes.
@@ -35,6 +36,9 @@ type Config struct {
 	// Stats, if set, answers the control entry's "stats" request: whatever
 	// it returns is sent as JSON. The daemon sets it to report every mount.
 	Stats func(*Mount) any
+	// Readahead, if set, receives the mount's declared orders and reads,
+	// and prefetches for them.
+	Readahead *readahead.Mount
 }
 
 // MountStats are one mount's figures.
@@ -46,6 +50,7 @@ type MountStats struct {
 	BytesRead  int64  `json:"bytes_read"`
 	ReadErrors int64  `json:"read_errors"`
 	cache.SourceStats
+	Jobs []readahead.JobStats `json:"jobs"`
 }
 
 // Mount is one mounted dsmount filesystem.
@@ -54,6 +59,8 @@ type Mount struct {
 	cache      *cache.Cache
 	src        *cache.Source
 	statsHook  func(*Mount) any
+	ra         *readahead.Mount
+	chunkSize  int64
 	log        *slog.Logger
 	tree       *tree
 	server     *fuse.Server
@@ -82,6 +89,8 @@ func New(cfg Config) *Mount {
 		cache:      cfg.Cache,
 		src:        cfg.Source,
 		statsHook:  cfg.Stats,
+		ra:         cfg.Readahead,
+		chunkSize:  cfg.Cache.ChunkSize(),
 		log:        log,
 		tree:       t,
 		allowOther: cfg.AllowOther,
@@ -120,7 +129,7 @@ func (m *Mount) Serve(dir string) error {
 			MaxBackground: 64,
 		},
 	}
-	root := &node{m: m, e: m.tree.root}
+	root := m.newNode(m.tree.root)
 	server, err := gofs.Mount(dir, root, opts)
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", dir, err)
@@ -154,5 +163,17 @@ func (m *Mount) Stats() MountStats {
 		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.files,
 		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(),
 		SourceStats: m.src.Stats(),
+		Jobs:        m.Jobs(),
 	}
+}
+
+// Jobs returns the mount's declared jobs (empty without readahead).
+func (m *Mount) Jobs() []readahead.JobStats {
+	if m.ra == nil {
+		return []readahead.JobStats{}
+	}
+	if js := m.ra.Jobs(); js != nil {
+		return js
+	}
+	return []readahead.JobStats{}
 }

@@ -6,6 +6,9 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dsmount/dsmount/cache"
+	"github.com/dsmount/dsmount/readahead"
 )
 
 // node is a file or directory of the mount. One type serves both: the tree
@@ -14,6 +17,23 @@ type node struct {
 	gofs.Inode
 	m *Mount
 	e *entry
+	// id is the cache's name for the file's object (files only), computed
+	// once per inode for readahead.
+	id cache.ObjectID
+	// seq detects sequential reading of files bigger than a chunk.
+	seq *readahead.Sequential
+}
+
+// newNode makes the inode data for e.
+func (m *Mount) newNode(e *entry) *node {
+	n := &node{m: m, e: e}
+	if !e.isDir() {
+		n.id = m.src.ObjectID(e.obj)
+		if e.obj.Size > m.chunkSize {
+			n.seq = new(readahead.Sequential)
+		}
+	}
+	return n
 }
 
 var (
@@ -72,7 +92,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	child := &node{m: n.m, e: c}
+	child := n.m.newNode(c)
 	child.fillAttr(&out.Attr)
 	mode := uint32(fuse.S_IFREG)
 	if c.isDir() {
@@ -100,6 +120,16 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if n.e.isDir() {
 		return nil, syscall.EISDIR
+	}
+	if ra := n.m.ra; ra != nil {
+		ra.Observe(n.e.obj, n.id)
+	}
+	if n.seq != nil {
+		if from, to := n.seq.Observe(off, int64(len(dest)), n.e.obj.Size, n.m.chunkSize); from < to {
+			for idx := from; idx < to; idx++ {
+				n.m.src.Prefetch(n.e.obj, idx)
+			}
+		}
 	}
 	got, err := n.m.src.ReadAt(ctx, n.e.obj, dest, off)
 	if errno := toErrno(err); errno != 0 {

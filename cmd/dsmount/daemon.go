@@ -20,6 +20,7 @@ import (
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/readahead"
 )
 
 // socketName is the daemon's control socket inside the cache dir. Holding
@@ -31,6 +32,7 @@ const socketName = "dsmount.sock"
 // metrics endpoint. Invariant: mounts holds exactly the mounts being served.
 type daemon struct {
 	cache   *cache.Cache
+	ra      *readahead.Registry
 	opts    cacheFlags
 	log     *slog.Logger
 	ln      net.Listener
@@ -52,12 +54,24 @@ type cacheFlags struct {
 	capacity  int64 // 0: default
 	chunkSize int64
 	policy    string
+
+	jobTimeout       time.Duration
+	prefetchParallel int
 }
 
 func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slog.Logger) (*daemon, error) {
-	policy, _ := cache.PolicyByName(cf.policy)
+	var c *cache.Cache
+	ra := readahead.New(readahead.Config{
+		Logger: log, JobTimeout: cf.jobTimeout, Parallel: cf.prefetchParallel,
+		Capacity: func() (int64, int64) { return c.Capacity(), c.Used() },
+	})
+	policy := ra.Policy()
+	if cf.policy != policyOrder {
+		policy, _ = cache.PolicyByName(cf.policy)
+	}
 	c, err := cache.Open(cf.dir, cache.Options{Capacity: cf.capacity, ChunkSize: cf.chunkSize, Policy: policy, Logger: log})
 	if err != nil {
+		ra.Close()
 		return nil, err
 	}
 	if cf.capacity == 0 {
@@ -68,7 +82,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 		}
 		c.SetCapacity(c.Used() + free*4/5)
 	}
-	d := &daemon{cache: c, opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}}
+	d := &daemon{cache: c, ra: ra, opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}}
 	sock := filepath.Join(cf.dir, socketName)
 	os.Remove(sock) // stale: whoever made it no longer holds the cache lock
 	ln, err := net.Listen("unix", sock)
@@ -76,6 +90,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 		err = os.Chmod(sock, 0o600)
 	}
 	if err != nil {
+		ra.Close()
 		c.Close()
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
@@ -108,9 +123,12 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 		b.Close()
 		return nil, err
 	}
-	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: d.cache.Source(b), Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats})
+	src := d.cache.Source(b)
+	ra := d.ra.Mount(req.Mountpoint, src)
+	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra})
 	reportSkipped(d.log, m.Skipped())
 	if err := m.Serve(req.Mountpoint); err != nil {
+		ra.Close()
 		b.Close()
 		return nil, err
 	}
@@ -118,7 +136,7 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 	d.mounts[req.Mountpoint] = m
 	d.mu.Unlock()
 	d.wg.Add(1)
-	go d.watch(m, b)
+	go d.watch(m, b, ra)
 	d.log.Info("mounted", "source", b.ID(), "mountpoint", req.Mountpoint, "files", m.Files(), "dirs", m.Dirs(),
 		"cache_dir", d.opts.dir, "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
 	return m, nil
@@ -126,9 +144,10 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 
 // watch forgets a mount once its server stops (unmounted from outside or
 // by close), and ends the daemon with its last mount if asked to.
-func (d *daemon) watch(m *dsfs.Mount, b backend.Backend) {
+func (d *daemon) watch(m *dsfs.Mount, b backend.Backend, ra *readahead.Mount) {
 	defer d.wg.Done()
 	m.Server().Wait()
+	ra.Close()
 	b.Close()
 	d.mu.Lock()
 	delete(d.mounts, m.Mountpoint())
@@ -162,6 +181,7 @@ func (d *daemon) close() {
 		}
 	}
 	d.wg.Wait()
+	d.ra.Close()
 	if err := d.cache.Close(); err != nil {
 		d.log.Warn("closing cache", "err", err)
 	}

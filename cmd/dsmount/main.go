@@ -68,7 +68,7 @@ local disk; what is missing is fetched from the source and kept.`,
 		return nil
 	}
 	root.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
-	root.AddCommand(newMountCmd(), newUnmountCmd(), newDaemonCmd(), newWarmCmd(), newStatsCmd())
+	root.AddCommand(newMountCmd(), newUnmountCmd(), newDaemonCmd(), newWarmCmd(), newOrderCmd(), newStatsCmd())
 	return root
 }
 

@@ -20,21 +20,24 @@ import (
 	"github.com/dsmount/dsmount/backend/s3"
 	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/readahead"
 )
 
 type mountFlags struct {
-	cacheDir    string
-	cacheSize   string
-	chunkSize   string
-	policy      string
-	s3Endpoint  string
-	s3PathStyle bool
-	anonymous   bool
-	refresh     bool
-	allowOther  bool
-	metricsAddr string
-	logFormat   string
-	logLevel    string
+	cacheDir         string
+	cacheSize        string
+	chunkSize        string
+	policy           string
+	jobTimeout       time.Duration
+	prefetchParallel int
+	s3Endpoint       string
+	s3PathStyle      bool
+	anonymous        bool
+	refresh          bool
+	allowOther       bool
+	metricsAddr      string
+	logFormat        string
+	logLevel         string
 }
 
 func newMountCmd() *cobra.Command {
@@ -77,12 +80,17 @@ later mounts reuse it (--refresh lists again, picking up changed objects).`,
 
 // addCacheFlags adds the flags of the cache and daemon, shared by mount and
 // daemon.
+// policyOrder is the --cache-policy that evicts by the declared orders.
+const policyOrder = "order"
+
 func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount daemon per directory)")
 	fl.StringVar(&f.cacheSize, "cache-size", "", "most bytes of data to keep, e.g. 200G (default: 80% of the cache filesystem's free space at start)")
 	fl.StringVar(&f.chunkSize, "chunk-size", "4M", "unit of fetching and caching; a smaller object is one chunk")
-	fl.StringVar(&f.policy, "cache-policy", "fill-and-hold", "what to keep when the cache is full: fill-and-hold (keep what is cached, stream the rest) or lru")
+	fl.StringVar(&f.policy, "cache-policy", policyOrder, "what to keep when the cache is full: order (what declared orders need soonest; fill-and-hold while none is declared), fill-and-hold (keep what is cached, stream the rest) or lru")
+	fl.DurationVar(&f.jobTimeout, "job-timeout", readahead.DefaultJobTimeout, "forget a job with a declared order after this long without reads")
+	fl.IntVar(&f.prefetchParallel, "prefetch-parallel", readahead.DefaultParallel, "most prefetch fetches in flight for declared orders, all jobs together")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at HOST:PORT/metrics (\":PORT\" means 127.0.0.1:PORT; off by default)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -104,7 +112,7 @@ type mountPlan struct {
 // planCache validates the cache flags.
 func planCache(f mountFlags) (cacheFlags, error) {
 	p, err := planCacheFields(f)
-	return cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy}, err
+	return cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy, jobTimeout: f.jobTimeout, prefetchParallel: f.prefetchParallel}, err
 }
 
 func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
@@ -139,8 +147,14 @@ func planCacheFields(f mountFlags) (mountPlan, error) {
 	if p.chunkSize < 64<<10 || p.chunkSize > 256<<20 {
 		return p, usagef("--chunk-size: %s is outside 64K..256M", f.chunkSize)
 	}
-	if _, ok := cache.PolicyByName(f.policy); !ok {
-		return p, usagef("--cache-policy: unknown policy %q (want fill-and-hold or lru)", f.policy)
+	if _, ok := cache.PolicyByName(f.policy); !ok && f.policy != policyOrder {
+		return p, usagef("--cache-policy: unknown policy %q (want order, fill-and-hold or lru)", f.policy)
+	}
+	if f.jobTimeout <= 0 {
+		return p, usagef("--job-timeout: must be positive, got %s", f.jobTimeout)
+	}
+	if f.prefetchParallel < 1 || f.prefetchParallel > 1024 {
+		return p, usagef("--prefetch-parallel: %d is outside 1..1024", f.prefetchParallel)
 	}
 	if p.cacheDir, err = filepath.Abs(f.cacheDir); err != nil {
 		return p, usagef("--cache-dir: %w", err)
@@ -223,7 +237,7 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d, err := startDaemon(cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy}, f.metricsAddr, true, log)
+	d, err := startDaemon(cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy, jobTimeout: f.jobTimeout, prefetchParallel: f.prefetchParallel}, f.metricsAddr, true, log)
 	if errors.Is(err, cache.ErrInUse) {
 		// Another dsmount holds the cache dir but didn't answer: it may be
 		// starting (two mounts racing) — give its socket a moment.

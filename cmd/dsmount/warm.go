@@ -65,7 +65,7 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 	}
 	paths := append([]string(nil), args...)
 	if f.fromFile != "" {
-		more, err := readPathList(f.fromFile)
+		more, err := readPathList(f.fromFile, "--from-file")
 		if err != nil {
 			return err
 		}
@@ -190,12 +190,12 @@ func groupByMount(paths []string) ([]warmGroup, error) {
 	return groups, nil
 }
 
-func readPathList(name string) ([]string, error) {
+func readPathList(name, label string) ([]string, error) {
 	var r io.Reader = os.Stdin
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, usagef("--from-file: %w", err)
+			return nil, usagef("%s: %w", label, err)
 		}
 		defer f.Close()
 		r = f
@@ -209,7 +209,7 @@ func readPathList(name string) ([]string, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--from-file: %w", err)
+		return nil, fmt.Errorf("%s: %w", label, err)
 	}
 	return paths, nil
 }

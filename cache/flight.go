@@ -1,0 +1,167 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// Priority orders backend fetches when the fetch slots are all taken.
+type Priority int
+
+const (
+	// Foreground is a fetch someone is waiting for now: a read that missed,
+	// or a warm request.
+	Foreground Priority = iota
+	// Background is a fetch for the future: readahead and prefetch. It
+	// never takes the slots reserved for foreground fetches, and a waiting
+	// foreground fetch always gets the next free slot first.
+	Background
+)
+
+// flight is one chunk load in progress. Callers that want the same chunk
+// while it runs join it instead of starting another (groupcache's
+// singleflight, with a priority a joiner can raise).
+type flight struct {
+	done chan struct{} // closed when res and err are set
+	res  chunkResult
+	err  error
+	// foreground is set when any caller of the flight is a foreground one:
+	// a prefetch that a read has caught up with waits at the read's
+	// priority.
+	foreground atomic.Bool
+}
+
+// flightGroup runs at most one flight per key.
+type flightGroup struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+// join returns the flight for key, starting fn in a new goroutine if none
+// runs. A foreground caller raises the flight's priority, and raised says
+// it did so for a flight that was already running (the gate must look
+// again).
+func (g *flightGroup) join(key string, prio Priority, fn func(*flight)) (f *flight, raised bool) {
+	g.mu.Lock()
+	if f, ok := g.m[key]; ok {
+		if prio == Foreground && !f.foreground.Swap(true) {
+			raised = true
+		}
+		g.mu.Unlock()
+		return f, raised
+	}
+	if g.m == nil {
+		g.m = make(map[string]*flight)
+	}
+	f = &flight{done: make(chan struct{})}
+	f.foreground.Store(prio == Foreground)
+	g.m[key] = f
+	g.mu.Unlock()
+	go func() {
+		fn(f)
+		g.mu.Lock()
+		delete(g.m, key)
+		g.mu.Unlock()
+		close(f.done)
+	}()
+	return f, false
+}
+
+// fetchGate bounds backend fetches in flight and orders who goes next:
+// foreground waiters before background ones, first come first served within
+// each. Background fetches may not take the last reserve slots.
+//
+// Invariant: free >= 0; a waiter is either in waiters or granted, never
+// both; a granted waiter owns one slot until it calls release.
+type fetchGate struct {
+	mu      sync.Mutex
+	free    int
+	reserve int
+	waiters []*gateWaiter
+}
+
+type gateWaiter struct {
+	f     *flight
+	ready chan struct{}
+}
+
+func newFetchGate(slots, reserve int) *fetchGate {
+	return &fetchGate{free: slots, reserve: min(reserve, slots-1)}
+}
+
+// acquire takes a slot for f, waiting its turn; it fails only when ctx ends
+// first, holding nothing then.
+func (g *fetchGate) acquire(ctx context.Context, f *flight) error {
+	g.mu.Lock()
+	if len(g.waiters) == 0 && g.allows(f) {
+		g.free--
+		g.mu.Unlock()
+		return nil
+	}
+	w := &gateWaiter{f: f, ready: make(chan struct{})}
+	g.waiters = append(g.waiters, w)
+	g.grant()
+	g.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, x := range g.waiters {
+		if x == w {
+			g.waiters = append(g.waiters[:i], g.waiters[i+1:]...)
+			return ctx.Err()
+		}
+	}
+	// Granted while giving up: hand the slot on.
+	g.free++
+	g.grant()
+	return ctx.Err()
+}
+
+func (g *fetchGate) release() {
+	g.mu.Lock()
+	g.free++
+	g.grant()
+	g.mu.Unlock()
+}
+
+// kick re-runs the grant after a waiter's priority was raised.
+func (g *fetchGate) kick() {
+	g.mu.Lock()
+	g.grant()
+	g.mu.Unlock()
+}
+
+func (g *fetchGate) allows(f *flight) bool {
+	if f.foreground.Load() {
+		return g.free > 0
+	}
+	return g.free > g.reserve
+}
+
+// grant hands free slots to waiters, foreground first; g.mu is held.
+func (g *fetchGate) grant() {
+	for g.free > 0 && len(g.waiters) > 0 {
+		pick := -1
+		for i, w := range g.waiters {
+			if w.f.foreground.Load() {
+				pick = i
+				break
+			}
+		}
+		if pick < 0 {
+			if g.free <= g.reserve {
+				return
+			}
+			pick = 0
+		}
+		w := g.waiters[pick]
+		g.waiters = append(g.waiters[:pick], g.waiters[pick+1:]...)
+		g.free--
+		close(w.ready)
+	}
+}

@@ -1,0 +1,91 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dsmount/dsmount/readahead"
+)
+
+// OrderResult answers an "order" request: what the declaration kept.
+type OrderResult struct {
+	Job          string `json:"job"`
+	Epoch        int    `json:"epoch"`
+	Declared     int    `json:"declared"`      // files of the current epoch's order kept
+	NextDeclared int    `json:"next_declared"` // files of the next epoch's order kept
+	Duplicates   int    `json:"duplicates"`    // repeats left out (a file is read once per epoch)
+	Skipped      int    `json:"skipped"`       // paths that are not files of the mount, left out
+	// SkippedExamples names the first few skipped paths and why.
+	SkippedExamples []string `json:"skipped_examples,omitempty"`
+	Ended           bool     `json:"ended,omitempty"` // an "end" request forgot the job
+}
+
+const maxSkippedExamples = 10
+
+// order serves an "order" request: declare (or end) a job's sample order.
+func (m *Mount) order(ctx context.Context, req Request, emit func(Event)) {
+	fail := func(err error) { emit(Event{Type: "error", Error: err.Error()}) }
+	if m.ra == nil {
+		fail(errors.New("declared orders are not available on this mount"))
+		return
+	}
+	if req.Job == "" {
+		fail(errors.New("order: a job name is required"))
+		return
+	}
+	if req.End {
+		emit(Event{Type: "result", Order: &OrderResult{Job: req.Job, Ended: m.ra.End(req.Job)}})
+		return
+	}
+	if req.Epoch < 0 {
+		fail(fmt.Errorf("order: epoch %d is negative", req.Epoch))
+		return
+	}
+	if len(req.Paths) > readahead.MaxDeclared || len(req.Next) > readahead.MaxDeclared {
+		fail(fmt.Errorf("order: %w", readahead.ErrTooMany))
+		return
+	}
+	res := &OrderResult{Job: req.Job, Epoch: req.Epoch}
+	cur := m.orderItems(req.Paths, res)
+	next := m.orderItems(req.Next, res)
+	if len(req.Paths) == 0 {
+		fail(fmt.Errorf("order: %w", readahead.ErrEmpty))
+		return
+	}
+	if len(cur) == 0 {
+		fail(fmt.Errorf("order: none of the %d paths is a file of this mount (first: %s)", len(req.Paths), res.SkippedExamples[0]))
+		return
+	}
+	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next})
+	if err != nil {
+		fail(fmt.Errorf("order: %w", err))
+		return
+	}
+	res.Declared, res.NextDeclared, res.Duplicates = got.Current, got.Next, got.Duplicates
+	m.log.Info("order declared", "job", req.Job, "epoch", req.Epoch, "files", got.Current, "next", got.Next, "skipped", res.Skipped, "duplicates", got.Duplicates)
+	emit(Event{Type: "result", Order: res})
+}
+
+// orderItems resolves declared paths to files, counting what it skips.
+func (m *Mount) orderItems(paths []string, res *OrderResult) []readahead.Item {
+	items := make([]readahead.Item, 0, len(paths))
+	skip := func(p, why string) {
+		res.Skipped++
+		if len(res.SkippedExamples) < maxSkippedExamples {
+			res.SkippedExamples = append(res.SkippedExamples, fmt.Sprintf("%q: %s", p, why))
+		}
+	}
+	for _, p := range paths {
+		e := m.tree.lookup(p)
+		switch {
+		case e == nil:
+			skip(p, "not found")
+		case e.isDir():
+			skip(p, "is a directory")
+		default:
+			items = append(items, readahead.Item{Obj: e.obj, ID: m.src.ObjectID(e.obj)})
+		}
+	}
+	return items
+}

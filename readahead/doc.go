@@ -1,0 +1,46 @@
+// Package readahead owns what dsmount knows about the future: the sample
+// orders that training jobs declare, how far each job has read, the
+// prefetching that runs ahead of the readers, the order-aware eviction
+// policy that keeps what will be needed soonest, and sequential readahead
+// for large files.
+//
+// # Jobs and orders
+//
+// A job (a name, unique per mount) declares the files it will read in the
+// current epoch, in order, and when known the next epoch's order too. A
+// Registry holds every job of every mount sharing one cache. Reads on a
+// mount are matched to its jobs: a read of an item that is still unread in
+// a job's current order, within a tolerance of its frontier, marks it read.
+// The frontier (the first unread position) only moves forward, so K loader
+// workers reading a few items out of order are tolerated. A read of the
+// next epoch's items after the current one is done promotes the next order.
+// A job with no reads and no declarations for Config.JobTimeout expires.
+//
+// # Prefetch
+//
+// One scheduler goroutine keeps each job's window filled: the next unread
+// items after its frontier are cached or in flight. The window, in items,
+// is twice the job's read rate × the measured fetch latency (plus slack for
+// the readers' own parallelism), at least MinWindow and bounded by
+// Config.WindowBytes. Prefetches run at cache.Background priority, so a
+// read that misses always gets a backend slot first, and through the
+// cache's flights, so a prefetch and a read of one chunk make one GET. An
+// item is prefetched only if the policy would admit it: prefetch never
+// evicts data needed sooner than what it brings in.
+//
+// # Eviction
+//
+// The Registry's Policy is Belady's rule over the declared orders: the
+// distance of an object is, over all jobs, the fewest items the job must
+// read before it needs the object again (current epoch, then next). The
+// victim is the cached object farthest in the future; objects in no
+// declared future go first. An incoming object farther in the future than
+// every cached one is streamed through uncached. With no jobs declared,
+// the fallback policy (fill-and-hold) decides.
+//
+// # Locking
+//
+// Registry.mu guards jobs and their progress. The policy's own mutex guards
+// what it knows is cached; it takes Registry.mu (read) before its own,
+// never the other way. Neither is held while calling into the cache.
+package readahead

@@ -1,0 +1,153 @@
+package readahead
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/dsmount/dsmount/cache"
+)
+
+// candidates is how many of the farthest cached objects a ranking keeps.
+// Victims are taken from the top of the ranking until it runs out or goes
+// stale; each is re-checked against the incoming object's distance first.
+const candidates = 512
+
+// orderPolicy is Belady's rule over the declared orders (see the package
+// doc). It implements cache.Policy.
+//
+// Ranking every cached object on each eviction would cost O(cached × jobs);
+// instead a ranking of the farthest candidates is kept and rebuilt when a
+// declaration changes the orders or the jobs have read more than 1% of
+// what they declared since it was built. Between rebuilds, all distances of
+// one job shrink alike, so the ranking stays right for one job and close
+// for several.
+type orderPolicy struct {
+	r        *Registry
+	fallback cache.Policy
+
+	mu       sync.Mutex
+	resident map[cache.ObjectID]struct{}
+	ranked   []ranked // farthest first; undeclared ones first of all
+	rankGen  uint64
+	rankRead uint64
+}
+
+type ranked struct {
+	id       cache.ObjectID
+	dist     int64
+	declared bool
+}
+
+var _ cache.Policy = (*orderPolicy)(nil)
+
+func (p *orderPolicy) Added(id cache.ObjectID, n int64) {
+	p.mu.Lock()
+	p.resident[id] = struct{}{}
+	p.mu.Unlock()
+	p.fallback.Added(id, n)
+}
+
+func (p *orderPolicy) Accessed(id cache.ObjectID) { p.fallback.Accessed(id) }
+
+func (p *orderPolicy) Removed(id cache.ObjectID) {
+	p.mu.Lock()
+	delete(p.resident, id)
+	p.mu.Unlock()
+	p.fallback.Removed(id)
+}
+
+// Victim returns the cached object needed farthest in the future, if it is
+// needed later than incoming.
+func (p *orderPolicy) Victim(incoming cache.ObjectID, n int64) (cache.ObjectID, bool) {
+	r := p.r
+	r.mu.RLock()
+	if len(r.jobs) == 0 {
+		r.mu.RUnlock()
+		return p.fallback.Victim(incoming, n)
+	}
+	defer r.mu.RUnlock()
+	din, inDeclared := r.distance(incoming)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for attempt := 0; attempt < 2; attempt++ {
+		if attempt == 1 || p.stale() {
+			p.rank()
+		}
+		for len(p.ranked) > 0 {
+			c := p.ranked[0]
+			if _, ok := p.resident[c.id]; !ok || c.id == incoming {
+				p.ranked = p.ranked[1:]
+				continue
+			}
+			d, declared := r.distance(c.id)
+			if !declared {
+				p.ranked = p.ranked[1:]
+				return c.id, true
+			}
+			if !inDeclared || d <= din {
+				// The farthest cached object is needed sooner than
+				// incoming (or incoming is never needed): keep what is
+				// cached.
+				return cache.ObjectID{}, false
+			}
+			p.ranked = p.ranked[1:]
+			return c.id, true
+		}
+	}
+	return cache.ObjectID{}, false
+}
+
+// admits reports whether Victim would make room for id (prefetch asks
+// before fetching, so it never fetches what the cache would not keep).
+// r.mu is held (read).
+func (p *orderPolicy) admits(id cache.ObjectID) bool {
+	din, inDeclared := p.r.distance(id)
+	if !inDeclared {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stale() {
+		p.rank()
+	}
+	for _, c := range p.ranked {
+		if _, ok := p.resident[c.id]; !ok || c.id == id {
+			continue
+		}
+		d, declared := p.r.distance(c.id)
+		return !declared || d > din
+	}
+	return false
+}
+
+// stale reports whether the ranking must be rebuilt; p.mu and r.mu held.
+func (p *orderPolicy) stale() bool {
+	if len(p.ranked) == 0 || p.rankGen != p.r.gen.Load() {
+		return true
+	}
+	declared := 0
+	for _, j := range p.r.jobs {
+		declared += len(j.cur.items)
+	}
+	return p.r.reads.Load()-p.rankRead > uint64(max(16, declared/100))
+}
+
+// rank rebuilds the ranking; p.mu and r.mu held.
+func (p *orderPolicy) rank() {
+	p.rankGen, p.rankRead = p.r.gen.Load(), p.r.reads.Load()
+	all := make([]ranked, 0, len(p.resident))
+	for id := range p.resident {
+		d, declared := p.r.distance(id)
+		all = append(all, ranked{id: id, dist: d, declared: declared})
+	}
+	sort.Slice(all, func(a, b int) bool {
+		if all[a].declared != all[b].declared {
+			return !all[a].declared
+		}
+		return all[a].dist > all[b].dist
+	})
+	if len(all) > candidates {
+		all = all[:candidates]
+	}
+	p.ranked = all
+}

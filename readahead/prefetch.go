@@ -1,0 +1,189 @@
+package readahead
+
+import (
+	"errors"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/dsmount/dsmount/cache"
+)
+
+const (
+	// tick is how often the scheduler looks at the jobs when nothing wakes
+	// it: rates are sampled and idle jobs expired.
+	tick = 250 * time.Millisecond
+	// rateSmoothing weighs a new rate sample.
+	rateSmoothing = 0.3
+	// latencySmoothing weighs a new fetch latency sample.
+	latencySmoothing = 0.1
+)
+
+// prefetchState is the scheduler's; mu guards it.
+type prefetchState struct {
+	inflight map[cache.ObjectID]bool
+	running  int
+	latency  float64 // seconds per prefetched item, smoothed
+	done     chan struct{}
+}
+
+// schedule is the prefetch loop: it tops up every job's window whenever a
+// read, a declaration or a finished prefetch wakes it, and on a tick.
+func (r *Registry) schedule() {
+	defer r.wg.Done()
+	r.pf.done = make(chan struct{}, r.cfg.Parallel)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.wake:
+		case <-r.pf.done:
+			r.pf.running--
+		case <-t.C:
+			now := r.cfg.Now()
+			r.sampleRates(now)
+			r.expire(now)
+		}
+		// Drain completions so running is current.
+		for drained := false; !drained; {
+			select {
+			case <-r.pf.done:
+				r.pf.running--
+			default:
+				drained = true
+			}
+		}
+		r.fill()
+	}
+}
+
+// sampleRates updates each job's smoothed read rate.
+func (r *Registry) sampleRates(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, j := range r.jobs {
+		dt := now.Sub(j.rateAt).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		sample := float64(j.totalReads-j.rateReads) / dt
+		if j.rate == 0 {
+			j.rate = sample
+		} else {
+			j.rate += rateSmoothing * (sample - j.rate)
+		}
+		j.rateReads, j.rateAt = j.totalReads, now
+	}
+}
+
+// window is how many items ahead of its frontier a job should have cached
+// or in flight: enough to cover the fetch latency at the job's read rate,
+// twice over, plus slack for its readers' own parallelism; bounded in bytes
+// by WindowBytes (using the order's mean item size).
+func (r *Registry) window(j *job) int {
+	w := int(math.Ceil(2*j.rate*r.pf.latency)) + 16
+	w = max(w, MinWindow)
+	if n := len(j.cur.items); n > 0 && j.cur.bytes > 0 {
+		mean := max(j.cur.bytes/int64(n), 1)
+		w = min(w, int(max(r.cfg.WindowBytes/mean, 1)))
+	}
+	return w
+}
+
+// prefetchJob is one item chosen to fetch ahead.
+type prefetchJob struct {
+	j  *job
+	it Item
+}
+
+// fill issues prefetches for every job's window, nearest items first
+// across jobs, until Parallel are running.
+func (r *Registry) fill() {
+	free := r.cfg.Parallel - r.pf.running
+	if free <= 0 {
+		return
+	}
+	var picks []prefetchJob
+	r.mu.Lock()
+	jobs := make([]*job, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		jobs = append(jobs, j)
+	}
+	// Jobs furthest behind their window go first.
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].scan-jobs[a].frontier < jobs[b].scan-jobs[b].frontier })
+	full := r.full()
+	for _, j := range jobs {
+		j.window = r.window(j)
+		limit := j.frontier + j.window
+		for ; j.scan < limit && free > 0; j.scan++ {
+			p := j.scan
+			if p < len(j.read) && j.read[p] {
+				continue
+			}
+			it, ok := j.itemAt(p)
+			if !ok {
+				break
+			}
+			if r.pf.inflight[it.ID] || j.mount.src.Cached(it.Obj) {
+				continue
+			}
+			if full && !r.policy.admits(it.ID) {
+				// Later items are needed later still: stop this job here
+				// and look again when something changes.
+				break
+			}
+			r.pf.inflight[it.ID] = true
+			picks = append(picks, prefetchJob{j, it})
+			free--
+		}
+	}
+	r.mu.Unlock()
+	for _, pj := range picks {
+		r.pf.running++
+		r.wg.Add(1)
+		go r.prefetch(pj)
+	}
+}
+
+// full reports whether the cache has no room left for prefetch without
+// evicting.
+func (r *Registry) full() bool {
+	if r.cfg.Capacity == nil {
+		return false
+	}
+	capacity, used := r.cfg.Capacity()
+	// Keep a little headroom so foreground misses don't all evict.
+	return capacity > 0 && used >= capacity-capacity/100
+}
+
+// prefetch fetches every chunk of one item at background priority.
+func (r *Registry) prefetch(pj prefetchJob) {
+	defer r.wg.Done()
+	src := pj.j.mount.src
+	start := time.Now()
+	var err error
+	n := src.NumChunks(pj.it.Obj)
+	for idx := 0; idx < n && err == nil; idx++ {
+		err = src.Fetch(r.ctx, pj.it.Obj, idx, cache.Background)
+	}
+	elapsed := time.Since(start).Seconds()
+	r.mu.Lock()
+	delete(r.pf.inflight, pj.it.ID)
+	if err == nil {
+		// Latency per item, smoothed: fetches of n chunks count once.
+		r.pf.latency += latencySmoothing * (elapsed - r.pf.latency)
+		if cur := r.jobs[jobKey{pj.j.mount, pj.j.name}]; cur == pj.j {
+			pj.j.prefetched++
+			pj.j.fetchedAhead[pj.it.ID] = struct{}{}
+		}
+	} else if !errors.Is(err, cache.ErrClosed) && r.ctx.Err() == nil {
+		r.log.Debug("readahead: prefetch failed", "key", pj.it.Obj.Key, "err", err)
+	}
+	r.mu.Unlock()
+	select {
+	case r.pf.done <- struct{}{}:
+	case <-r.ctx.Done():
+	}
+}

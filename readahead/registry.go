@@ -1,0 +1,351 @@
+package readahead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultJobTimeout  = 10 * time.Minute
+	DefaultParallel    = 64
+	DefaultWindowBytes = 1 << 30
+	// MinWindow is the fewest items a job's window holds: enough for a few
+	// loader workers before any rate is known.
+	MinWindow = 32
+	// MaxDeclared bounds one epoch's declaration.
+	MaxDeclared = 10_000_000
+)
+
+// Config configures a Registry. The zero value of each field picks a
+// default.
+type Config struct {
+	Logger *slog.Logger
+	// JobTimeout: a job with no reads and no declarations for this long is
+	// forgotten.
+	JobTimeout time.Duration
+	// Parallel bounds prefetch fetches in flight, all jobs together.
+	Parallel int
+	// WindowBytes bounds the bytes a job's window covers ahead of its
+	// frontier.
+	WindowBytes int64
+	// Fallback decides eviction while no job is declared. Default
+	// cache.NewFillAndHold().
+	Fallback cache.Policy
+	// Capacity reports the cache's capacity and use, for prefetch
+	// admission; nil means unlimited. The daemon passes the cache's.
+	Capacity func() (capacity, used int64)
+	// Now is the clock; tests set it. Default time.Now.
+	Now func() time.Time
+}
+
+// Registry holds the declared jobs of every mount sharing one cache, runs
+// their prefetching, and provides the order-aware Policy. Close stops its
+// goroutines.
+type Registry struct {
+	cfg    Config
+	log    *slog.Logger
+	policy *orderPolicy
+
+	mu   sync.RWMutex
+	jobs map[jobKey]*job
+	// gen counts declarations and removals; reads counts matched reads.
+	// Both tell the policy when its ranking is stale.
+	gen   atomic.Uint64
+	reads atomic.Uint64
+
+	wake   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	pf     prefetchState
+}
+
+type jobKey struct {
+	mount *Mount
+	name  string
+}
+
+// New starts a Registry.
+func New(cfg Config) *Registry {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.JobTimeout <= 0 {
+		cfg.JobTimeout = DefaultJobTimeout
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = DefaultParallel
+	}
+	if cfg.WindowBytes <= 0 {
+		cfg.WindowBytes = DefaultWindowBytes
+	}
+	if cfg.Fallback == nil {
+		cfg.Fallback = cache.NewFillAndHold()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Registry{cfg: cfg, log: cfg.Logger, jobs: make(map[jobKey]*job), wake: make(chan struct{}, 1)}
+	r.policy = &orderPolicy{r: r, fallback: cfg.Fallback, resident: make(map[cache.ObjectID]struct{})}
+	r.pf.inflight = make(map[cache.ObjectID]bool)
+	r.pf.latency = 0.05
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.schedule()
+	return r
+}
+
+// Policy is the order-aware eviction policy; give it to cache.Open.
+func (r *Registry) Policy() cache.Policy { return r.policy }
+
+// Close stops prefetching and waits for prefetches in flight.
+func (r *Registry) Close() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// Mount is one mount's view of the registry.
+type Mount struct {
+	r    *Registry
+	name string
+	src  *cache.Source
+}
+
+// Mount registers a mount (named for stats, e.g. its mountpoint) whose
+// reads go through src.
+func (r *Registry) Mount(name string, src *cache.Source) *Mount {
+	return &Mount{r: r, name: name, src: src}
+}
+
+// Source is the cache source the mount reads through.
+func (m *Mount) Source() *cache.Source { return m.src }
+
+// Declaration is one job's declared order for an epoch and, optionally,
+// the next.
+type Declaration struct {
+	Job     string
+	Epoch   int
+	Current []Item
+	Next    []Item
+}
+
+// Declared reports what a declaration kept.
+type Declared struct {
+	Current, Next int // items kept
+	Duplicates    int // repeated items left out (each item is read once per epoch)
+}
+
+// Errors of Declare. They are plain values the control entry reports.
+var (
+	ErrEmpty   = errors.New("the declared order names no files")
+	ErrTooMany = fmt.Errorf("a declared order may name at most %d files", MaxDeclared)
+	ErrNoJob   = errors.New("no job name")
+)
+
+// Declare sets a job's order for an epoch (creating the job), replacing any
+// earlier declaration of that job. Other jobs are untouched.
+func (m *Mount) Declare(d Declaration) (Declared, error) {
+	if d.Job == "" {
+		return Declared{}, ErrNoJob
+	}
+	if len(d.Current) > MaxDeclared || len(d.Next) > MaxDeclared {
+		return Declared{}, ErrTooMany
+	}
+	cur, dupCur := dedup(d.Current)
+	next, dupNext := dedup(d.Next)
+	if len(cur) == 0 {
+		return Declared{}, ErrEmpty
+	}
+	r := m.r
+	now := r.cfg.Now()
+	r.mu.Lock()
+	k := jobKey{m, d.Job}
+	j := r.jobs[k]
+	if j == nil {
+		j = &job{mount: m, name: d.Job, rateAt: now}
+		r.jobs[k] = j
+	}
+	j.start(newOrder(d.Epoch, cur))
+	j.next = nil
+	if len(next) > 0 {
+		j.next = newOrder(d.Epoch+1, next)
+	}
+	j.lastActive = now
+	r.mu.Unlock()
+	r.gen.Add(1)
+	r.kick()
+	return Declared{Current: len(cur), Next: len(next), Duplicates: dupCur + dupNext}, nil
+}
+
+func dedup(items []Item) ([]Item, int) {
+	seen := make(map[cache.ObjectID]struct{}, len(items))
+	out := items[:0:0]
+	for _, it := range items {
+		if _, ok := seen[it.ID]; ok {
+			continue
+		}
+		seen[it.ID] = struct{}{}
+		out = append(out, it)
+	}
+	return out, len(items) - len(out)
+}
+
+// End forgets a job; false if there was none of that name.
+func (m *Mount) End(name string) bool {
+	r := m.r
+	r.mu.Lock()
+	k := jobKey{m, name}
+	_, ok := r.jobs[k]
+	delete(r.jobs, k)
+	r.mu.Unlock()
+	if ok {
+		r.gen.Add(1)
+	}
+	return ok
+}
+
+// Close forgets every job of the mount.
+func (m *Mount) Close() {
+	r := m.r
+	r.mu.Lock()
+	for k := range r.jobs {
+		if k.mount == m {
+			delete(r.jobs, k)
+		}
+	}
+	r.mu.Unlock()
+	r.gen.Add(1)
+}
+
+// Observe tells the registry that obj (whose cache ID is id) is being read
+// through the mount; call it before the read, so a read that has to wait
+// for a fetch is counted as a stall. Reads of items already counted cost a
+// map lookup per job.
+func (m *Mount) Observe(obj backend.Object, id cache.ObjectID) {
+	r := m.r
+	r.mu.RLock()
+	fresh := false
+	for k, j := range r.jobs {
+		if k.mount == m && j.wants(id) {
+			fresh = true
+			break
+		}
+	}
+	r.mu.RUnlock()
+	if !fresh {
+		return
+	}
+	cached := m.src.Cached(obj)
+	now := r.cfg.Now()
+	matched := false
+	r.mu.Lock()
+	for k, j := range r.jobs {
+		if k.mount != m || !j.wants(id) {
+			continue
+		}
+		if _, ok := j.cur.pos[id]; !ok {
+			// The job finished its epoch without declaring the next one
+			// and is reading the order it had declared as next.
+			j.start(j.next)
+			j.next = nil
+			r.gen.Add(1)
+		}
+		j.markRead(int(j.cur.pos[id]))
+		j.lastActive = now
+		if _, ahead := j.fetchedAhead[id]; ahead {
+			j.prefetchHits++
+			delete(j.fetchedAhead, id)
+		}
+		if !cached {
+			j.stalls++
+		}
+		matched = true
+	}
+	r.mu.Unlock()
+	if matched {
+		r.reads.Add(1)
+		r.kick()
+	}
+}
+
+// wants reports whether a read of id counts for the job: id is unread in
+// its current order and not implausibly far past the frontier, or the
+// current order is done and id opens the declared next one.
+func (j *job) wants(id cache.ObjectID) bool {
+	if p, ok := j.cur.pos[id]; ok {
+		return !j.read[p] && int(p) < j.frontier+j.tolerance()
+	}
+	if j.next != nil && j.frontier == len(j.cur.items) {
+		p, ok := j.next.pos[id]
+		return ok && int(p) < j.tolerance()
+	}
+	return false
+}
+
+// tolerance is how far past the frontier a read may land and still count
+// for the job: readers run ahead of the frontier by about their own
+// parallelism, and prefetch by the window.
+func (j *job) tolerance() int { return max(1024, 4*j.window) }
+
+// Jobs returns the mount's jobs, by name.
+func (m *Mount) Jobs() []JobStats {
+	r := m.r
+	now := r.cfg.Now()
+	r.mu.RLock()
+	var out []JobStats
+	for k, j := range r.jobs {
+		if k.mount == m {
+			out = append(out, j.stats(now))
+		}
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out
+}
+
+// expire forgets jobs idle for longer than the timeout.
+func (r *Registry) expire(now time.Time) {
+	r.mu.Lock()
+	n := 0
+	for k, j := range r.jobs {
+		if now.Sub(j.lastActive) > r.cfg.JobTimeout {
+			r.log.Info("readahead: job expired", "mount", k.mount.name, "job", k.name, "idle", now.Sub(j.lastActive).Round(time.Second))
+			delete(r.jobs, k)
+			n++
+		}
+	}
+	r.mu.Unlock()
+	if n > 0 {
+		r.gen.Add(1)
+	}
+}
+
+// distance is Belady's distance of id over all jobs: the fewest items any
+// job reads before it needs id; false if no job's declared orders name it.
+// r.mu is held (read).
+func (r *Registry) distance(id cache.ObjectID) (int64, bool) {
+	best, found := int64(0), false
+	for _, j := range r.jobs {
+		if d, ok := j.distance(id); ok && (!found || d < best) {
+			best, found = d, true
+		}
+	}
+	return best, found
+}
+
+func (r *Registry) kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}

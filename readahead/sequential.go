@@ -1,0 +1,62 @@
+package readahead
+
+import "sync"
+
+const (
+	// seqSlack is how far a read may land from where the last one ended and
+	// still count as sequential: the kernel issues readahead READs
+	// concurrently, so they arrive a little out of order.
+	seqSlack = 4 << 20
+	// seqMinRun is how many sequential reads establish a stream.
+	seqMinRun = 2
+)
+
+// Sequential detects sequential reading of one file and says which chunks
+// to fetch ahead. The zero value is ready; it is safe for concurrent use.
+//
+// Once a stream is established the readahead window starts at two chunks
+// and doubles with every chunk read, up to MaxChunks, so a short read of a
+// big file costs little and a long one soon has MaxChunks ranged GETs in
+// flight.
+type Sequential struct {
+	mu    sync.Mutex
+	next  int64 // where the last read ended
+	run   int   // sequential reads in a row
+	ahead int   // chunks [0, ahead) were already requested
+	win   int   // current window, in chunks
+}
+
+// MaxChunks is the widest sequential window, in chunks.
+const MaxChunks = 16
+
+// Observe records a read of n bytes at off in a file of size bytes split
+// into chunks of chunk bytes, and returns the chunk range [from, to) to
+// prefetch now (empty when none).
+func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := off - s.next; d < -seqSlack || d > seqSlack {
+		s.run, s.ahead, s.win = 0, 0, 0
+	}
+	s.run++
+	if end := off + n; end > s.next || s.run == 1 {
+		s.next = end
+	}
+	if s.run < seqMinRun || chunk <= 0 {
+		return 0, 0
+	}
+	last := int((size + chunk - 1) / chunk)
+	cur := int(off / chunk)
+	if s.win == 0 {
+		s.win = 2
+	} else if cur+1 >= s.ahead-s.win/2 {
+		s.win = min(2*s.win, MaxChunks)
+	}
+	from = max(s.ahead, cur+1)
+	to = min(cur+1+s.win, last)
+	if from >= to {
+		return 0, 0
+	}
+	s.ahead = to
+	return from, to
+}
