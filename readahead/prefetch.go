@@ -102,7 +102,7 @@ type prefetchJob struct {
 // across jobs, until Parallel are running.
 func (r *Registry) fill() {
 	free := r.cfg.Parallel - r.pf.running
-	if free <= 0 {
+	if free <= 0 || r.cfg.NoPrefetch {
 		return
 	}
 	var picks []prefetchJob

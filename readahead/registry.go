@@ -46,6 +46,9 @@ type Config struct {
 	Capacity func() (capacity, used int64)
 	// Now is the clock; tests set it. Default time.Now.
 	Now func() time.Time
+	// NoPrefetch turns prefetching off, leaving tracking and the policy:
+	// for measuring the policy alone.
+	NoPrefetch bool
 }
 
 // Registry holds the declared jobs of every mount sharing one cache, runs
