@@ -17,7 +17,7 @@ type OrderResult struct {
 	Duplicates   int    `json:"duplicates"`    // repeats left out (a file is read once per epoch)
 	Skipped      int    `json:"skipped"`       // paths that are not files of the mount, left out
 	// SkippedExamples names the first few skipped paths and why.
-	SkippedExamples []string `json:"skipped_examples,omitempty"`
+	SkippedExamples []string `json:"skipped_examples"`
 	Ended           bool     `json:"ended,omitempty"` // an "end" request forgot the job
 }
 
@@ -46,7 +46,7 @@ func (m *Mount) order(ctx context.Context, req Request, emit func(Event)) {
 		fail(fmt.Errorf("order: %w", readahead.ErrTooMany))
 		return
 	}
-	res := &OrderResult{Job: req.Job, Epoch: req.Epoch}
+	res := &OrderResult{Job: req.Job, Epoch: req.Epoch, SkippedExamples: []string{}}
 	cur := m.orderItems(req.Paths, res)
 	next := m.orderItems(req.Next, res)
 	if len(req.Paths) == 0 {

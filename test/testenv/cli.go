@@ -219,16 +219,44 @@ type WarmCheck struct {
 
 // MountStats is one mount in `dsmount stats --json`.
 type MountStats struct {
-	Mountpoint       string `json:"mountpoint"`
-	Source           string `json:"source"`
-	Files            int64  `json:"files"`
-	Reads            int64  `json:"reads"`
-	BytesRead        int64  `json:"bytes_read"`
-	ReadErrors       int64  `json:"read_errors"`
-	Hits             int64  `json:"hits"`
-	Misses           int64  `json:"misses"`
-	BytesFromCache   int64  `json:"bytes_from_cache"`
-	BytesFromBackend int64  `json:"bytes_from_backend"`
+	Mountpoint       string     `json:"mountpoint"`
+	Source           string     `json:"source"`
+	Files            int64      `json:"files"`
+	Reads            int64      `json:"reads"`
+	BytesRead        int64      `json:"bytes_read"`
+	ReadErrors       int64      `json:"read_errors"`
+	Hits             int64      `json:"hits"`
+	Misses           int64      `json:"misses"`
+	BytesFromCache   int64      `json:"bytes_from_cache"`
+	BytesFromBackend int64      `json:"bytes_from_backend"`
+	Jobs             []JobStats `json:"jobs"`
+}
+
+// JobStats is one declared job in `dsmount stats --json`.
+type JobStats struct {
+	Mount        string  `json:"mount"`
+	Name         string  `json:"name"`
+	Epoch        int     `json:"epoch"`
+	Declared     int     `json:"declared"`
+	NextDeclared int     `json:"next_declared"`
+	Read         int     `json:"read"`
+	Frontier     int     `json:"frontier"`
+	Window       int     `json:"window"`
+	TotalReads   int64   `json:"total_reads"`
+	Prefetched   int64   `json:"prefetched"`
+	PrefetchHits int64   `json:"prefetch_hits"`
+	Stalls       int64   `json:"stalls"`
+	IdleSeconds  float64 `json:"idle_seconds"`
+}
+
+// Job returns the mount's job of that name.
+func (m MountStats) Job(name string) (JobStats, bool) {
+	for _, j := range m.Jobs {
+		if j.Name == name {
+			return j, true
+		}
+	}
+	return JobStats{}, false
 }
 
 // CacheStats is the cache part of `dsmount stats --json`.

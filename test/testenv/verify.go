@@ -25,10 +25,24 @@ func ReadAllShuffled(root string, paths []string, readers int, seed int64, fn fu
 	if readers <= 0 {
 		readers = 1
 	}
+	return ReadAllInOrder(root, Shuffled(paths, seed), readers, fn)
+}
+
+// Shuffled returns a copy of paths in a random order fixed by seed.
+func Shuffled(paths []string, seed int64) []string {
 	order := append([]string(nil), paths...)
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	return order
+}
 
+// ReadAllInOrder reads every path under root with `readers` parallel
+// readers taking the next path of order in turn, like a loader's workers,
+// and calls fn with each file's bytes.
+func ReadAllInOrder(root string, order []string, readers int, fn func(path string, data []byte) error) error {
+	if readers <= 0 {
+		readers = 1
+	}
 	var (
 		next     atomic.Int64
 		stop     atomic.Bool
