@@ -8,6 +8,7 @@ import (
 
 	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/readahead"
 )
 
 // statsReport is the JSON of `dsmount stats --json`.
@@ -85,6 +86,23 @@ var mountMetrics = []struct {
 	{"dsmount_mount_misses_total", "Read pieces of the mount fetched from the backend.", func(s dsfs.MountStats) int64 { return s.Misses }},
 }
 
+// jobMetrics are per declared job; labels mount and job (jobs come and go
+// with their declarations and expire; their names are the jobs' own).
+var jobMetrics = []struct {
+	name, help string
+	counter    bool
+	value      func(readahead.JobStats) float64
+}{
+	{"dsmount_job_epoch", "The job's current epoch.", false, func(j readahead.JobStats) float64 { return float64(j.Epoch) }},
+	{"dsmount_job_declared_files", "Files in the job's declared order for this epoch.", false, func(j readahead.JobStats) float64 { return float64(j.Declared) }},
+	{"dsmount_job_read_files", "Files of this epoch's order read so far.", false, func(j readahead.JobStats) float64 { return float64(j.Read) }},
+	{"dsmount_job_prefetch_window_files", "Files the job's prefetch keeps ahead of its reads.", false, func(j readahead.JobStats) float64 { return float64(j.Window) }},
+	{"dsmount_job_reads_total", "Files of the job read, all epochs.", true, func(j readahead.JobStats) float64 { return float64(j.TotalReads) }},
+	{"dsmount_job_prefetched_total", "Files fetched ahead of the job's readers.", true, func(j readahead.JobStats) float64 { return float64(j.Prefetched) }},
+	{"dsmount_job_prefetch_hits_total", "First reads of a file that prefetch had fetched.", true, func(j readahead.JobStats) float64 { return float64(j.PrefetchHits) }},
+	{"dsmount_job_stalls_total", "First reads of a file that was not cached yet.", true, func(j readahead.JobStats) float64 { return float64(j.Stalls) }},
+}
+
 func newCollector(d *daemon) *collector {
 	c := &collector{d: d, descs: map[string]*prometheus.Desc{}}
 	for _, m := range cacheMetrics {
@@ -92,6 +110,9 @@ func newCollector(d *daemon) *collector {
 	}
 	for _, m := range mountMetrics {
 		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, []string{"mount"}, nil)
+	}
+	for _, m := range jobMetrics {
+		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, []string{"mount", "job"}, nil)
 	}
 	return c
 }
@@ -114,6 +135,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, ms := range c.d.mountStats() {
 		for _, m := range mountMetrics {
 			ch <- prometheus.MustNewConstMetric(c.descs[m.name], prometheus.CounterValue, float64(m.value(ms)), ms.Mountpoint)
+		}
+		for _, j := range ms.Jobs {
+			for _, m := range jobMetrics {
+				kind := prometheus.GaugeValue
+				if m.counter {
+					kind = prometheus.CounterValue
+				}
+				ch <- prometheus.MustNewConstMetric(c.descs[m.name], kind, m.value(j), ms.Mountpoint, j.Name)
+			}
 		}
 	}
 }

@@ -68,6 +68,22 @@ func printStats(r statsReport) {
 			hitRate(m.Hits, m.Misses), humanBytes(m.BytesFromCache), humanBytes(m.BytesFromBackend), m.ReadErrors)
 	}
 	w.Flush()
+	var jobs int
+	for _, m := range r.Mounts {
+		jobs += len(m.Jobs)
+	}
+	if jobs > 0 {
+		fmt.Println()
+		w = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(w, "JOB\tMOUNT\tEPOCH\tREAD\tWINDOW\tREADS/S\tPREFETCHED\tPREFETCH HITS\tSTALLS\tIDLE\n")
+		for _, m := range r.Mounts {
+			for _, j := range m.Jobs {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d/%d\t%d\t%.0f\t%d\t%d\t%d\t%.0fs\n", j.Name, m.Mountpoint, j.Epoch, j.Read, j.Declared,
+					j.Window, j.ReadRate, j.Prefetched, j.PrefetchHits, j.Stalls, j.IdleSeconds)
+			}
+		}
+		w.Flush()
+	}
 	c := r.Cache
 	fmt.Printf("\ncache %s (daemon pid %d, policy %s, chunk %s)\n", c.Dir, r.DaemonPid, c.Policy, humanBytes(c.ChunkSize))
 	fill := "-"
