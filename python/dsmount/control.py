@@ -1,0 +1,263 @@
+"""Talking to a dsmount daemon through a mount's control entry.
+
+Every dsmount mount has a hidden file ``<mountpoint>/.dsmount-control``
+(absent from listings). A client opens it read-write, writes one JSON request
+terminated by a newline, then reads JSON event lines until end of file;
+closing the file early cancels the request. This module speaks that protocol
+with the standard library only.
+"""
+
+import json
+import os
+import posixpath
+
+#: The control entry's name at a mount's root.
+CONTROL_NAME = ".dsmount-control"
+
+#: Bytes read from the control entry per read call.
+_READ_SIZE = 1 << 16
+
+#: Bytes written to the control entry per write call (FUSE splits larger
+#: writes anyway).
+_WRITE_SIZE = 1 << 20
+
+
+class DsmountError(Exception):
+    """The daemon refused a request, or the mount could not be reached."""
+
+
+def find_mount_root(path):
+    """Return the root of the dsmount mount that ``path`` lies in.
+
+    ``path`` is a file or directory inside a mount (or the mountpoint
+    itself), absolute or relative to the working directory. The root is the
+    nearest ancestor whose control entry exists, as the ``dsmount`` CLI
+    finds it. Raises :class:`DsmountError` when ``path`` is in no dsmount
+    mount, and :class:`OSError` when it does not exist.
+    """
+    path = os.path.abspath(os.fspath(path))
+    os.stat(path)
+    d = path if os.path.isdir(path) else os.path.dirname(path)
+    while True:
+        if os.path.exists(os.path.join(d, CONTROL_NAME)):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            raise DsmountError("%s is not inside a dsmount mount" % path)
+        d = parent
+
+
+def relative_path(root, path):
+    """Return ``path`` as the '/'-separated path relative to mount ``root``.
+
+    An absolute ``path`` must lie inside ``root`` (compared both as given and
+    with symlinks in ``root`` resolved); a relative one is taken as relative
+    to the root already. Raises :class:`ValueError` for a path outside the
+    mount or one that names the root itself.
+    """
+    return Relativizer(root)(path)
+
+
+class Relativizer:
+    """A callable doing :func:`relative_path` for ``root``, made once.
+
+    It converts about a million absolute paths a second, and several
+    million clean relative ones: ``root`` is resolved once, and clean paths
+    skip normalisation. It pickles (it holds only strings).
+    """
+
+    def __init__(self, root):
+        self.root = root
+        self.prefixes = tuple(r.rstrip("/") + "/" for r in _root_forms(root))
+
+    def _strip_root(self, p):
+        for prefix in self.prefixes:
+            if p.startswith(prefix):
+                return p[len(prefix):]
+        return None
+
+    def __call__(self, path):
+        p = path if type(path) is str else _as_str(path)
+        if p[:1] == "/":
+            rest = self._strip_root(p)
+            if rest is not None and _is_clean(rest):
+                return rest
+            rest = self._strip_root(posixpath.normpath(p))
+            if rest is None:
+                raise ValueError("%s is not inside the mount at %s" % (path, self.root))
+            p = rest
+        elif _is_clean(p):
+            return p
+        p = posixpath.normpath(p)
+        if p == "." or p == ".." or p.startswith("../") or p.startswith("/"):
+            raise ValueError("%r does not name a file inside the mount at %s" % (path, self.root))
+        return p
+
+
+def _as_str(path):
+    """``path`` (str, bytes or os.PathLike) as a str."""
+    p = os.fspath(path)
+    return os.fsdecode(p) if isinstance(p, bytes) else p
+
+
+def _is_clean(p):
+    """Whether relative path ``p`` is surely already normalised."""
+    return (p != "" and p[0] not in "./" and p[-1] != "/"
+            and "//" not in p and "/." not in p)
+
+
+def _root_forms(root):
+    """The spellings of a mount root an absolute path may start with."""
+    a = os.path.normpath(os.path.abspath(root))
+    r = os.path.realpath(a)
+    return (a,) if r == a else (a, r)
+
+
+def _open_control(root):
+    """Open ``root``'s control entry read-write, unbuffered."""
+    return open(os.path.join(root, CONTROL_NAME), "r+b", buffering=0)
+
+
+class Client:
+    """A connection-less client of one mount's control entry.
+
+    Each call opens the control entry, sends one request and reads the
+    answer to its end. ``mountpoint`` must be the mount's root (see
+    :func:`find_mount_root`). ``opener`` is a function ``root -> file`` (with
+    ``write``, ``read`` and ``close``) used instead of opening the control
+    entry; unit tests pass a fake.
+    """
+
+    def __init__(self, mountpoint, opener=None):
+        self.mountpoint = os.path.abspath(os.fspath(mountpoint))
+        self._opener = opener or _open_control
+        self._relative = Relativizer(self.mountpoint)
+
+    def __repr__(self):
+        return "Client(%r)" % self.mountpoint
+
+    def request(self, req):
+        """Send request ``req`` (a dict) and return its "result" event.
+
+        Raises :class:`DsmountError` on an "error" event, when the control
+        entry can't be opened, or when the daemon ends without a result.
+        """
+        line = json.dumps(req, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        try:
+            f = self._opener(self.mountpoint)
+        except FileNotFoundError:
+            raise DsmountError(self._not_a_root()) from None
+        except OSError as e:
+            raise DsmountError("open the control entry of %s: %s" % (self.mountpoint, e)) from e
+        try:
+            _write_all(f, line)
+            result = None
+            for ev in _events(f, self.mountpoint):
+                if ev.get("type") == "error":
+                    raise DsmountError(ev.get("error") or "the daemon reported an unnamed error")
+                if ev.get("type") == "result":
+                    result = ev
+        except OSError as e:
+            raise DsmountError("control request to %s: %s" % (self.mountpoint, e)) from e
+        finally:
+            f.close()
+        if result is None:
+            raise DsmountError("the daemon serving %s gave no answer" % self.mountpoint)
+        return result
+
+    def _not_a_root(self):
+        try:
+            root = find_mount_root(self.mountpoint)
+        except (OSError, DsmountError) as e:
+            return str(e)
+        return "%s is not a dsmount mountpoint (the mount's root is %s)" % (self.mountpoint, root)
+
+    def declare_order(self, job, epoch, paths, next_paths=None):
+        """Declare job ``job``'s order of files for ``epoch``.
+
+        ``paths`` (and the optional ``next_paths``, epoch ``epoch + 1``'s
+        order) are paths relative to the mount root or absolute paths inside
+        it. Returns the daemon's ``order`` result: a dict with ``job``,
+        ``epoch``, ``declared``, ``next_declared``, ``duplicates``,
+        ``skipped`` and possibly ``skipped_examples``.
+        """
+        if not job:
+            raise DsmountError("declare_order: a job name is required")
+        epoch = int(epoch)
+        if epoch < 0:
+            raise DsmountError("declare_order: epoch %d is negative" % epoch)
+        req = {"op": "order", "job": str(job), "epoch": epoch,
+               "paths": [self._relative(p) for p in paths]}
+        if next_paths:
+            req["next"] = [self._relative(p) for p in next_paths]
+        return self.request(req)["order"]
+
+    def end_job(self, job):
+        """Tell the daemon job ``job`` is done; True if it knew the job."""
+        if not job:
+            raise DsmountError("end_job: a job name is required")
+        return bool(self.request({"op": "order", "job": str(job), "end": True})["order"].get("ended"))
+
+    def stats(self):
+        """Return the daemon's statistics (what ``dsmount stats --json`` prints)."""
+        return self.request({"op": "stats"})["stats"]
+
+
+def _write_all(f, data):
+    """Write all of ``data`` to the unbuffered file ``f``."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view[:_WRITE_SIZE])
+        if not n:
+            raise OSError("short write to the control entry")
+        view = view[n:]
+
+
+def _events(f, root):
+    """Yield the JSON event objects read from ``f`` until end of file."""
+    buf = b""
+    while True:
+        chunk = f.read(_READ_SIZE)
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield _parse(line, root)
+    if buf.strip():
+        yield _parse(buf, root)
+
+
+def _parse(line, root):
+    try:
+        ev = json.loads(line)
+    except ValueError as e:
+        raise DsmountError("malformed answer from %s: %s" % (root, e)) from None
+    if not isinstance(ev, dict):
+        raise DsmountError("malformed answer from %s: %r" % (root, line[:200]))
+    return ev
+
+
+def declare_order(mountpoint, job, epoch, paths, next_paths=None):
+    """Declare ``job``'s read order for ``epoch`` on the mount at ``mountpoint``.
+
+    See :meth:`Client.declare_order`. Raises :class:`DsmountError` if the
+    daemon refuses it (empty order, no job name, none of the paths exist).
+    """
+    return Client(mountpoint).declare_order(job, epoch, paths, next_paths)
+
+
+def end_job(mountpoint, job):
+    """End ``job`` on the mount at ``mountpoint``; True if the daemon knew it."""
+    return Client(mountpoint).end_job(job)
+
+
+def stats(mountpoint):
+    """Return the statistics of the daemon serving ``mountpoint`` as a dict.
+
+    ``stats["mount"]["jobs"]`` lists the declared jobs of this mount with
+    their ``epoch``, ``declared``, ``next_declared``, ``read``,
+    ``total_reads``, ``prefetched``, ``prefetch_hits``, ``stalls``, ...
+    """
+    return Client(mountpoint).stats()

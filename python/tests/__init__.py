@@ -1,0 +1,1 @@
+"""Tests of the dsmount Python package (unit tests; see README.md)."""

@@ -1,0 +1,122 @@
+"""Unit tests of dsmount.control against a fake control entry."""
+
+import os
+import tempfile
+import unittest
+
+from dsmount import CONTROL_NAME, Client, DsmountError, find_mount_root, relative_path
+
+from .fakes import FakeDaemon
+
+
+class RelativePathTest(unittest.TestCase):
+    def test_relative_paths_are_normalised(self):
+        self.assertEqual(relative_path("/mnt/ds", "a/b.jpg"), "a/b.jpg")
+        self.assertEqual(relative_path("/mnt/ds", "./a//b.jpg"), "a/b.jpg")
+        self.assertEqual(relative_path("/mnt/ds", "a/x/../b.jpg"), "a/b.jpg")
+
+    def test_absolute_paths_inside_the_mount(self):
+        self.assertEqual(relative_path("/mnt/ds", "/mnt/ds/a/b.jpg"), "a/b.jpg")
+        self.assertEqual(relative_path("/mnt/ds/", "/mnt/ds/a/b.jpg"), "a/b.jpg")
+        self.assertEqual(relative_path("/mnt/ds", "/mnt/ds/x/../b.jpg"), "b.jpg")
+
+    def test_pathlike_and_bytes(self):
+        import pathlib
+        self.assertEqual(relative_path("/mnt/ds", pathlib.PurePosixPath("/mnt/ds/a b/ü.jpg")), "a b/ü.jpg")
+        self.assertEqual(relative_path("/mnt/ds", os.fsencode("/mnt/ds/c.jpg")), "c.jpg")
+
+    def test_outside_the_mount(self):
+        for p in ["/mnt/other/a.jpg", "/mnt/dsx/a.jpg", "/mnt/ds", "../a.jpg", "a/../../b", "."]:
+            with self.subTest(p=p), self.assertRaises(ValueError):
+                relative_path("/mnt/ds", p)
+
+    def test_symlinked_root(self):
+        with tempfile.TemporaryDirectory() as d:
+            real = os.path.join(d, "real")
+            os.mkdir(real)
+            link = os.path.join(d, "link")
+            os.symlink(real, link)
+            self.assertEqual(relative_path(link, os.path.join(real, "a.jpg")), "a.jpg")
+            self.assertEqual(relative_path(link, os.path.join(link, "a.jpg")), "a.jpg")
+
+
+class FindMountRootTest(unittest.TestCase):
+    def test_finds_the_directory_holding_the_control_entry(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = os.path.join(d, "mnt")
+            os.makedirs(os.path.join(root, "a", "b"))
+            open(os.path.join(root, CONTROL_NAME), "w").close()
+            f = os.path.join(root, "a", "b", "x.jpg")
+            open(f, "w").close()
+            self.assertEqual(find_mount_root(f), root)
+            self.assertEqual(find_mount_root(os.path.join(root, "a")), root)
+            self.assertEqual(find_mount_root(root), root)
+
+    def test_not_in_a_mount(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(DsmountError):
+                find_mount_root(d)
+            with self.assertRaises(OSError):
+                find_mount_root(os.path.join(d, "missing"))
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.daemon = FakeDaemon(files=["a.jpg", "b.jpg", "d/c.jpg"])
+        self.client = Client("/mnt/ds", opener=self.daemon.opener)
+
+    def test_declare_order(self):
+        res = self.client.declare_order("job1", 3, ["a.jpg", "/mnt/ds/d/c.jpg"], next_paths=["b.jpg"])
+        self.assertEqual(res["declared"], 2)
+        self.assertEqual(res["next_declared"], 1)
+        req = self.daemon.requests[-1]
+        self.assertEqual(req, {"op": "order", "job": "job1", "epoch": 3,
+                               "paths": ["a.jpg", "d/c.jpg"], "next": ["b.jpg"]})
+
+    def test_long_request_in_many_writes(self):
+        paths = ["a.jpg"] * 5000  # 40 KiB of JSON, written 1000 bytes at a time
+        res = self.client.declare_order("job1", 0, paths)
+        self.assertEqual(res["declared"], 1)
+        self.assertEqual(res["duplicates"], 4999)
+        self.assertEqual(len(self.daemon.requests[-1]["paths"]), 5000)
+
+    def test_skipped_paths_are_reported(self):
+        res = self.client.declare_order("job1", 0, ["a.jpg", "nope.jpg"])
+        self.assertEqual((res["declared"], res["skipped"]), (1, 1))
+        self.assertIn("nope.jpg", res["skipped_examples"][0])
+
+    def test_error_events_raise(self):
+        with self.assertRaisesRegex(DsmountError, "none of the 1 paths"):
+            self.client.declare_order("job1", 0, ["nope.jpg"])
+        with self.assertRaisesRegex(DsmountError, "names no files"):
+            self.client.declare_order("job1", 0, [])
+
+    def test_bad_arguments(self):
+        with self.assertRaisesRegex(DsmountError, "job name"):
+            self.client.declare_order("", 0, ["a.jpg"])
+        with self.assertRaisesRegex(DsmountError, "negative"):
+            self.client.declare_order("j", -1, ["a.jpg"])
+        with self.assertRaises(ValueError):
+            self.client.declare_order("j", 0, ["/elsewhere/a.jpg"])
+        self.assertEqual(self.daemon.requests, [])
+
+    def test_end_job_and_stats(self):
+        self.client.declare_order("job1", 0, ["a.jpg"])
+        self.assertEqual(self.client.stats()["mount"]["jobs"][0]["name"], "job1")
+        self.assertTrue(self.client.end_job("job1"))
+        self.assertFalse(self.client.end_job("job1"))
+        self.assertEqual(self.client.stats()["mount"]["jobs"], [])
+
+    def test_no_result(self):
+        self.daemon.answer = lambda req: []
+        with self.assertRaisesRegex(DsmountError, "no answer"):
+            self.client.stats()
+
+    def test_not_a_mount(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaisesRegex(DsmountError, "not inside a dsmount mount"):
+                Client(d).stats()
+
+
+if __name__ == "__main__":
+    unittest.main()
