@@ -32,14 +32,19 @@ const controlIno = 1 << 62
 
 // Request is one control request.
 type Request struct {
-	Op       string   `json:"op"`                 // "warm", "order" or "stats"
-	Paths    []string `json:"paths,omitempty"`    // warm: files or directories; order: the epoch's files in order; relative to the mount root
-	Job      string   `json:"job,omitempty"`      // order: the job's name, unique on the mount
-	Epoch    int      `json:"epoch,omitempty"`    // order: the epoch Paths is the order of
-	Next     []string `json:"next,omitempty"`     // order: the next epoch's order, when known
-	End      bool     `json:"end,omitempty"`      // order: forget the job (it is done)
-	Parallel int      `json:"parallel,omitempty"` // warm: chunk fetches in flight
-	Check    bool     `json:"check,omitempty"`    // warm: report the cached fraction, fetch nothing
+	Op    string   `json:"op"`              // "warm", "order" or "stats"
+	Paths []string `json:"paths,omitempty"` // warm: files or directories; order: the epoch's files in order; relative to the mount root
+	Job   string   `json:"job,omitempty"`   // order: the job's name, unique on the mount
+	Epoch int      `json:"epoch,omitempty"` // order: the epoch Paths is the order of
+	Next  []string `json:"next,omitempty"`  // order: the next epoch's order, when known
+	End   bool     `json:"end,omitempty"`   // order: forget the job (it is done)
+	// PID (order) names the training process whose reads (its own and its
+	// descendants') are the job's; default: the process writing the
+	// request. Anonymous: no owner; reads are matched by file alone.
+	PID       int  `json:"pid,omitempty"`
+	Anonymous bool `json:"anonymous,omitempty"`
+	Parallel  int  `json:"parallel,omitempty"` // warm: chunk fetches in flight
+	Check     bool `json:"check,omitempty"`    // warm: report the cached fraction, fetch nothing
 }
 
 // Event is one line of a control response.
@@ -90,6 +95,7 @@ type controlHandle struct {
 
 	mu      sync.Mutex
 	req     []byte
+	pid     int // the process that wrote the request
 	started bool
 	out     []byte        // response bytes not read yet
 	done    bool          // the request finished; out is all there will be
@@ -114,6 +120,9 @@ func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint
 		return 0, syscall.EFBIG
 	}
 	h.req = append(h.req, data...)
+	if h.pid == 0 {
+		h.pid = callerPID(ctx)
+	}
 	if bytes.HasSuffix(h.req, []byte{'\n'}) {
 		h.start()
 	}
@@ -136,7 +145,7 @@ func (h *controlHandle) start() {
 			h.emit(Event{Type: "error", Error: "malformed control request: " + err.Error()})
 			return
 		}
-		h.m.handle(ctx, req, h.emit)
+		h.m.handle(ctx, req, h.pid, h.emit)
 	}()
 }
 
@@ -201,12 +210,12 @@ func (h *controlHandle) Release(ctx context.Context) syscall.Errno {
 }
 
 // handle serves one control request, reporting through emit.
-func (m *Mount) handle(ctx context.Context, req Request, emit func(Event)) {
+func (m *Mount) handle(ctx context.Context, req Request, pid int, emit func(Event)) {
 	switch req.Op {
 	case "warm":
 		m.warm(ctx, req, emit)
 	case "order":
-		m.order(ctx, req, emit)
+		m.order(ctx, req, pid, emit)
 	case "stats":
 		if m.statsHook == nil {
 			emit(Event{Type: "error", Error: "stats are not available on this mount"})

@@ -122,7 +122,7 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 		return nil, syscall.EISDIR
 	}
 	if ra := n.m.ra; ra != nil {
-		ra.Observe(n.e.obj, n.id)
+		ra.Observe(n.e.obj, n.id, callerPID(ctx))
 	}
 	if n.seq != nil {
 		if from, to := n.seq.Observe(off, int64(len(dest)), n.e.obj.Size, n.m.chunkSize); from < to {
@@ -172,4 +172,12 @@ func (n *node) Symlink(context.Context, string, string, *fuse.EntryOut) (*gofs.I
 
 func (n *node) Link(context.Context, gofs.InodeEmbedder, string, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
+}
+
+// callerPID is the reading process, 0 if the kernel didn't say.
+func callerPID(ctx context.Context) int {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return int(c.Pid)
+	}
+	return 0
 }

@@ -24,7 +24,12 @@ type OrderResult struct {
 const maxSkippedExamples = 10
 
 // order serves an "order" request: declare (or end) a job's sample order.
-func (m *Mount) order(ctx context.Context, req Request, emit func(Event)) {
+//
+// The declaring process (pid) owns the job: reads by it and its
+// descendants count for this job alone. The dsmount CLI is a passing
+// process, so its declarations are owned by none (pid 0); its --pid flag
+// names the training process instead.
+func (m *Mount) order(ctx context.Context, req Request, pid int, emit func(Event)) {
 	fail := func(err error) { emit(Event{Type: "error", Error: err.Error()}) }
 	if m.ra == nil {
 		fail(errors.New("declared orders are not available on this mount"))
@@ -57,7 +62,12 @@ func (m *Mount) order(ctx context.Context, req Request, emit func(Event)) {
 		fail(fmt.Errorf("order: none of the %d paths is a file of this mount (first: %s)", len(req.Paths), res.SkippedExamples[0]))
 		return
 	}
-	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next})
+	if req.PID != 0 {
+		pid = req.PID
+	} else if req.Anonymous {
+		pid = 0
+	}
+	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, PID: max(pid, 0)})
 	if err != nil {
 		fail(fmt.Errorf("order: %w", err))
 		return

@@ -44,6 +44,12 @@ type job struct {
 	read     []bool
 	frontier int
 	nread    int
+	// head is the furthest position read (-1 before the first read):
+	// loader workers read a spread of positions between frontier and head.
+	head int
+	// pid is the process that declared the order (0: unknown, e.g. the
+	// CLI). Reads by it or its descendants (loader workers) are the job's.
+	pid int
 
 	// scan is where the prefetcher resumes: positions before it (and after
 	// frontier) were already issued or found cached. It may run into the
@@ -81,10 +87,25 @@ func (j *job) distance(id cache.ObjectID) (int64, bool) {
 }
 
 // markRead records a read of position p of the current order.
+//
+// Some reads never reach the daemon (a file the kernel still has in its
+// page cache, a sample the loader skips), so the frontier can't wait for
+// every position: items more than lag behind the latest read count as
+// consumed.
 func (j *job) markRead(p int) {
 	j.read[p] = true
 	j.nread++
 	j.totalReads++
+	j.head = max(j.head, p)
+	if behind := j.head - j.lag(); j.frontier < behind {
+		for q := j.frontier; q < behind; q++ {
+			if !j.read[q] {
+				j.read[q] = true
+				j.nread++
+			}
+		}
+		j.frontier = behind
+	}
 	for j.frontier < len(j.read) && j.read[j.frontier] {
 		j.frontier++
 	}
@@ -93,12 +114,32 @@ func (j *job) markRead(p int) {
 	}
 }
 
+// lag is how far the frontier may trail the furthest read: loader workers
+// each read a batch at a time, prefetch_factor batches ahead, so reads
+// spread over thousands of positions.
+func (j *job) lag() int { return max(8192, 4*j.window) }
+
+// tolerance is how far past the frontier a read may land and still count
+// for the job (further ones are taken for another job's).
+func (j *job) tolerance() int { return 2 * j.lag() }
+
 // start makes o the current order.
 func (j *job) start(o *order) {
 	j.cur = o
 	j.read = make([]bool, len(o.items))
-	j.frontier, j.nread, j.scan = 0, 0, 0
+	j.frontier, j.nread, j.scan, j.head = 0, 0, 0, -1
 	j.fetchedAhead = make(map[cache.ObjectID]struct{})
+	// An empty file has nothing to fetch, and its reads may never reach
+	// the daemon (the kernel knows it is empty): it counts as read.
+	for p, it := range o.items {
+		if it.Obj.Size == 0 {
+			j.read[p] = true
+			j.nread++
+		}
+	}
+	for j.frontier < len(j.read) && j.read[j.frontier] {
+		j.frontier++
+	}
 }
 
 // itemAt returns the item at scan position p (current order, then next).

@@ -84,12 +84,18 @@ func (r *Registry) sampleRates(now time.Time) {
 // by WindowBytes (using the order's mean item size).
 func (r *Registry) window(j *job) int {
 	w := int(math.Ceil(2*j.rate*r.pf.latency)) + 16
-	w = max(w, MinWindow)
-	if n := len(j.cur.items); n > 0 && j.cur.bytes > 0 {
-		mean := max(j.cur.bytes/int64(n), 1)
-		w = min(w, int(max(r.cfg.WindowBytes/mean, 1)))
+	return min(max(w, MinWindow), r.maxSpan(j))
+}
+
+// maxSpan is the most items from the frontier that prefetch may cover:
+// WindowBytes worth at the order's mean item size.
+func (r *Registry) maxSpan(j *job) int {
+	n := len(j.cur.items)
+	if n == 0 || j.cur.bytes == 0 {
+		return n
 	}
-	return w
+	mean := max(j.cur.bytes/int64(n), 1)
+	return int(max(r.cfg.WindowBytes/mean, 1))
 }
 
 // prefetchJob is one item chosen to fetch ahead.
@@ -116,7 +122,9 @@ func (r *Registry) fill() {
 	full := r.full()
 	for _, j := range jobs {
 		j.window = r.window(j)
-		limit := j.frontier + j.window
+		// Cover the readers' spread (frontier to head) and the window past
+		// the furthest read, within the byte bound.
+		limit := min(j.head+1+j.window, j.frontier+r.maxSpan(j))
 		for ; j.scan < limit && free > 0; j.scan++ {
 			p := j.scan
 			if p < len(j.read) && j.read[p] {

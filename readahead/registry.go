@@ -119,9 +119,10 @@ func (r *Registry) Close() {
 
 // Mount is one mount's view of the registry.
 type Mount struct {
-	r    *Registry
-	name string
-	src  *cache.Source
+	r      *Registry
+	name   string
+	src    *cache.Source
+	owners owners
 }
 
 // Mount registers a mount (named for stats, e.g. its mountpoint) whose
@@ -140,6 +141,9 @@ type Declaration struct {
 	Epoch   int
 	Current []Item
 	Next    []Item
+	// PID is the declaring process, if known: reads by it and its
+	// descendants (loader workers) are attributed to this job alone.
+	PID int
 }
 
 // Declared reports what a declaration kept.
@@ -179,6 +183,7 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 		r.jobs[k] = j
 	}
 	j.start(newOrder(d.Epoch, cur))
+	j.pid = d.PID
 	j.next = nil
 	if len(next) > 0 {
 		j.next = newOrder(d.Epoch+1, next)
@@ -231,34 +236,59 @@ func (m *Mount) Close() {
 }
 
 // Observe tells the registry that obj (whose cache ID is id) is being read
-// through the mount; call it before the read, so a read that has to wait
-// for a fetch is counted as a stall. Reads of items already counted cost a
-// map lookup per job.
-func (m *Mount) Observe(obj backend.Object, id cache.ObjectID) {
+// through the mount by process pid (0 if unknown); call it before the
+// read, so a read that has to wait for a fetch is counted as a stall.
+// Reads of items already counted cost a map lookup per job.
+//
+// A read counts for the jobs it can belong to: if jobs of the mount were
+// declared by a process that is pid or one of its ancestors, for those
+// alone; otherwise for the jobs with no known declaring process. Among
+// those, a job counts it if the item is unread in its order and not
+// implausibly far past its frontier.
+func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int) {
 	r := m.r
 	r.mu.RLock()
+	var pids []int
 	fresh := false
 	for k, j := range r.jobs {
-		if k.mount == m && j.wants(id) {
-			fresh = true
-			break
+		if k.mount != m {
+			continue
 		}
+		if j.pid != 0 {
+			pids = append(pids, j.pid)
+		}
+		fresh = fresh || j.wants(id)
 	}
 	r.mu.RUnlock()
 	if !fresh {
 		return
 	}
+	owner := 0
+	if len(pids) > 0 && pid > 0 {
+		owner = m.owners.find(pid, pids)
+	}
 	cached := m.src.Cached(obj)
 	now := r.cfg.Now()
 	matched := false
 	r.mu.Lock()
+	jobs := 0
+	for k := range r.jobs {
+		if k.mount == m {
+			jobs++
+		}
+	}
 	for k, j := range r.jobs {
-		if k.mount != m || !j.wants(id) {
+		if k.mount != m || j.pid != owner || !j.wants(id) {
 			continue
 		}
 		if _, ok := j.cur.pos[id]; !ok {
 			// The job finished its epoch without declaring the next one
-			// and is reading the order it had declared as next.
+			// and reads the order it had declared as next. Only when the
+			// read is surely its own: another job's read of the same file
+			// must not move it into its next epoch.
+			if owner == 0 && jobs > 1 {
+				continue
+			}
 			j.start(j.next)
 			j.next = nil
 			r.gen.Add(1)
@@ -281,7 +311,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID) {
 	}
 }
 
-// wants reports whether a read of id counts for the job: id is unread in
+// wants reports whether a read of id may count for the job: id is unread in
 // its current order and not implausibly far past the frontier, or the
 // current order is done and id opens the declared next one.
 func (j *job) wants(id cache.ObjectID) bool {
@@ -294,11 +324,6 @@ func (j *job) wants(id cache.ObjectID) bool {
 	}
 	return false
 }
-
-// tolerance is how far past the frontier a read may land and still count
-// for the job: readers run ahead of the frontier by about their own
-// parallelism, and prefetch by the window.
-func (j *job) tolerance() int { return max(1024, 4*j.window) }
 
 // Jobs returns the mount's jobs, by name.
 func (m *Mount) Jobs() []JobStats {

@@ -24,6 +24,8 @@ type Sequential struct {
 	run   int   // sequential reads in a row
 	ahead int   // chunks [0, ahead) were already requested
 	win   int   // current window, in chunks
+	// lastChunk is the furthest chunk read since the stream began.
+	lastChunk int
 }
 
 // MaxChunks is the widest sequential window, in chunks.
@@ -36,7 +38,7 @@ func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := off - s.next; d < -seqSlack || d > seqSlack {
-		s.run, s.ahead, s.win = 0, 0, 0
+		s.run, s.ahead, s.win, s.lastChunk = 0, 0, 0, 0
 	}
 	s.run++
 	if end := off + n; end > s.next || s.run == 1 {
@@ -47,11 +49,14 @@ func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int) {
 	}
 	last := int((size + chunk - 1) / chunk)
 	cur := int(off / chunk)
-	if s.win == 0 {
+	switch {
+	case s.win == 0:
 		s.win = 2
-	} else if cur+1 >= s.ahead-s.win/2 {
+	case cur > s.lastChunk:
+		// Every chunk the reader finishes doubles the window.
 		s.win = min(2*s.win, MaxChunks)
 	}
+	s.lastChunk = max(s.lastChunk, cur)
 	from = max(s.ahead, cur+1)
 	to = min(cur+1+s.win, last)
 	if from >= to {

@@ -19,6 +19,7 @@ type orderFlags struct {
 	next  string
 	end   bool
 	json  bool
+	pid   int
 }
 
 func newOrderCmd() *cobra.Command {
@@ -62,6 +63,7 @@ anything else.`,
 	fl.IntVar(&f.epoch, "epoch", 0, "the epoch FILE is the order of")
 	fl.StringVar(&f.next, "next", "", "a file with the next epoch's order ('-': stdin)")
 	fl.BoolVar(&f.end, "end", false, "the job is done: forget its order")
+	fl.IntVar(&f.pid, "pid", 0, "the training process: only its reads and its children's count for the job (default: reads of the declared files by anyone)")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object")
 	return cmd
 }
@@ -84,7 +86,11 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 	if rel != "." {
 		return usagef("%s is not a mountpoint (the mount's root is %s)", args[0], root)
 	}
-	req := dsfs.Request{Op: "order", Job: f.job, Epoch: f.epoch, End: f.end}
+	if f.pid < 0 {
+		return usagef("--pid: %d is negative", f.pid)
+	}
+	// This process exits at once: it can't own the job's reads.
+	req := dsfs.Request{Op: "order", Job: f.job, Epoch: f.epoch, End: f.end, PID: f.pid, Anonymous: f.pid == 0}
 	if !f.end {
 		if args[1] == "-" && f.next == "-" {
 			return usagef("FILE and --next can't both be stdin")
