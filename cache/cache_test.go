@@ -95,6 +95,7 @@ func readAll(t *testing.T, s *Source, obj backend.Object) []byte {
 	t.Helper()
 	buf := make([]byte, obj.Size)
 	n, err := s.ReadAt(context.Background(), obj, buf, 0)
+	s.c.Settle()
 	if err != nil && !errors.Is(err, io.EOF) {
 		t.Fatalf("read %s: %v", obj.Key, err)
 	}
@@ -273,6 +274,7 @@ func hitRate(t *testing.T, policy Policy, n int, frac float64, epochs int) []flo
 			if _, err := s.ReadAt(context.Background(), objs[i], buf, 0); err != nil {
 				t.Fatal(err)
 			}
+			c.Settle()
 		}
 		after := c.Stats()
 		if e > 0 {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 )
@@ -23,14 +24,31 @@ const (
 // while it runs join it instead of starting another (groupcache's
 // singleflight, with a priority a joiner can raise).
 type flight struct {
-	done chan struct{} // closed when res and err are set
-	res  chunkResult
-	err  error
+	// ready is closed once res and err are set: a fetched chunk is handed
+	// to its waiters before it is written to the cache. The flight stays
+	// joinable until it has stored the chunk (done), so a reader arriving
+	// in between shares it rather than fetching again.
+	ready   chan struct{}
+	done    chan struct{}
+	publish sync.Once
+	res     chunkResult
+	err     error
 	// foreground is set when any caller of the flight is a foreground one:
 	// a prefetch that a read has caught up with waits at the read's
 	// priority.
 	foreground atomic.Bool
 }
+
+// set publishes the flight's result to its waiters; only the first call
+// counts.
+func (f *flight) set(res chunkResult, err error) {
+	f.publish.Do(func() {
+		f.res, f.err = res, err
+		close(f.ready)
+	})
+}
+
+var errFlightUnset = errors.New("cache: flight ended without a result")
 
 // flightGroup runs at most one flight per key.
 type flightGroup struct {
@@ -54,12 +72,13 @@ func (g *flightGroup) join(key string, prio Priority, fn func(*flight)) (f *flig
 	if g.m == nil {
 		g.m = make(map[string]*flight)
 	}
-	f = &flight{done: make(chan struct{})}
+	f = &flight{ready: make(chan struct{}), done: make(chan struct{})}
 	f.foreground.Store(prio == Foreground)
 	g.m[key] = f
 	g.mu.Unlock()
 	go func() {
 		fn(f)
+		f.set(chunkResult{}, errFlightUnset) // no-op unless fn forgot
 		g.mu.Lock()
 		delete(g.m, key)
 		g.mu.Unlock()

@@ -95,7 +95,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		o.mu.RUnlock()
 	}
 
-	res, err := s.chunk(ctx, meta, obj, idx, Foreground)
+	res, err := s.chunk(ctx, meta, obj, idx, Foreground, false)
 	if err != nil {
 		return err
 	}
@@ -121,28 +121,55 @@ type chunkResult struct {
 // concurrent caller shares its result. The flight runs on the cache's
 // context, not the caller's, so a reader that gives up doesn't fail the
 // others; the caller stops waiting when its ctx is done.
-func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority) (chunkResult, error) {
+//
+// With stored set, it returns only once the flight has also offered the
+// chunk to the cache (warm and prefetch want it there; a read only wants
+// the bytes).
+func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, stored bool) (chunkResult, error) {
 	c := s.c
 	key := meta.id().String() + "/" + strconv.Itoa(idx)
 	f, raised := c.flights.join(key, prio, func(f *flight) {
 		// The flight, not its callers, is what Close must wait for.
 		if !c.startFetch() {
-			f.err = ErrClosed
+			f.set(chunkResult{}, ErrClosed)
 			return
 		}
 		defer c.fetches.Done()
-		f.res, f.err = s.loadChunk(meta, obj, idx, f)
+		f.set(s.loadChunk(meta, obj, idx, f))
 	})
 	if raised {
 		c.gate.kick()
 	}
 	c.stats.waiting.Add(1)
 	defer c.stats.waiting.Add(-1)
+	wait := f.ready
+	if stored {
+		wait = f.done
+	}
 	select {
-	case <-f.done:
+	case <-wait:
 		return f.res, f.err
 	case <-ctx.Done():
 		return chunkResult{}, ctx.Err()
+	}
+}
+
+// Settle waits until no chunk load is running: a read returns as soon as
+// its bytes arrive, and they are stored after. Tests that count what is
+// cached after a read call it.
+func (c *Cache) Settle() {
+	for {
+		c.flights.mu.Lock()
+		var f *flight
+		for _, x := range c.flights.m {
+			f = x
+			break
+		}
+		c.flights.mu.Unlock()
+		if f == nil {
+			return
+		}
+		<-f.done
 	}
 }
 
@@ -179,7 +206,7 @@ func (s *Source) Fetch(ctx context.Context, obj backend.Object, idx int, prio Pr
 	if idx < 0 || idx >= meta.numChunks() {
 		return fmt.Errorf("cache: chunk %d out of range for %s", idx, obj.Key)
 	}
-	_, err := s.chunk(ctx, meta, obj, idx, prio)
+	_, err := s.chunk(ctx, meta, obj, idx, prio, true)
 	return err
 }
 
@@ -227,9 +254,11 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 		return chunkResult{}, err
 	}
 	buf := make([]byte, n)
+	// In flight until stored: tests and stats readers that wait for no
+	// fetches in flight then see the chunk cached.
 	c.stats.fetchesInFlight.Add(1)
+	defer c.stats.fetchesInFlight.Add(-1)
 	got, err := s.b.ReadAt(ctx, obj, buf, off)
-	c.stats.fetchesInFlight.Add(-1)
 	c.gate.release()
 	// Only a bare io.EOF is the backend's end-of-object signal; a wrapped
 	// one is a failed read.
@@ -248,8 +277,12 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	}
 	c.stats.bytesFetched.Add(int64(len(buf)))
 	c.stats.chunksFetched.Add(1)
+	res := chunkResult{data: buf, fromBackend: true}
+	// Waiters get the bytes now; the flight stays open until they are
+	// stored, so nobody fetches them again meanwhile.
+	f.set(res, nil)
 	c.store(o, idx, buf, crc32.Checksum(buf, castagnoli))
-	return chunkResult{data: buf, fromBackend: true}, nil
+	return res, nil
 }
 
 // readVerified returns chunk idx from o's file if it is present and its

@@ -70,7 +70,7 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int) (WarmOut
 	if capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+meta.chunkLen(idx) > capacity {
 		return 0, ErrFull
 	}
-	res, err := s.chunk(ctx, meta, obj, idx, Foreground)
+	res, err := s.chunk(ctx, meta, obj, idx, Foreground, true)
 	if err != nil {
 		return 0, err
 	}

@@ -84,6 +84,7 @@ func (sim epochSim) run(t *testing.T) [][]float64 {
 				if _, err := src.ReadAt(context.Background(), objs[i], buf, 0); err != nil {
 					t.Fatal(err)
 				}
+				c.Settle()
 				misses[j] += mem.Reads.Load() - before
 			}
 		}
