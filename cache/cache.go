@@ -67,6 +67,7 @@ type Cache struct {
 	// maintenance counts background goroutines (value-log GC).
 	maintenance sync.WaitGroup
 	flights     flightGroup
+	staged      staging
 	gate        *fetchGate
 
 	mu      sync.Mutex // guards objects and closed

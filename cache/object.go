@@ -36,9 +36,17 @@ type object struct {
 	meta objectMeta
 	path string
 
+	// mu guards the file's life: held shared by whoever reads or writes
+	// the file or needs dead to stay false, exclusively to load the chunk
+	// records, to evict (set dead, unlink) and to drop a chunk.
 	mu     sync.RWMutex
 	loaded bool // chunk records read from the index
 	dead   bool
+	// bits guards chunks and cached for holders of mu in shared mode: a
+	// store flips a chunk present while other stores still write and
+	// readers read. (An exclusive mu would wait for every write in
+	// progress, and RWMutex makes new readers queue behind it.)
+	bits   sync.Mutex
 	chunks []chunk
 	cached int64
 
@@ -52,6 +60,17 @@ type object struct {
 	// created: the file was created and its directory not yet synced.
 	created atomic.Bool
 }
+
+// chunkAt returns chunk idx's state; o.mu is held (shared or exclusive)
+// and o is not dead.
+func (o *object) chunkAt(idx int) chunk {
+	o.bits.Lock()
+	defer o.bits.Unlock()
+	return o.chunks[idx]
+}
+
+// readable: the chunk's bytes are in the file and trusted.
+func (c chunk) readable() bool { return c.state != chunkAbsent && c.verified }
 
 // accessPersistInterval bounds how often a read refreshes an object's
 // persisted access time: recency across restarts needs hours, not

@@ -78,9 +78,15 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 	if err != nil {
 		return err
 	}
+	// A large object's chunk fetched ahead of its reader.
+	if meta.numChunks() > 1 && c.staged.take(stageKey{o.id, idx}, dst, inner) {
+		c.stats.hit(len(dst))
+		s.stats.hit(len(dst))
+		return nil
+	}
 	// Fast path: a verified chunk is read straight from its file.
 	o.mu.RLock()
-	if !o.dead && o.chunks[idx].state != chunkAbsent && o.chunks[idx].verified {
+	if !o.dead && o.chunkAt(idx).readable() {
 		err := preadFull(o.path, dst, int64(idx)*meta.ChunkSize+inner)
 		o.mu.RUnlock()
 		if err == nil {
@@ -229,6 +235,8 @@ func (s *Source) Cached(obj backend.Object) bool {
 	}
 	o.mu.RLock()
 	defer o.mu.RUnlock()
+	o.bits.Lock()
+	defer o.bits.Unlock()
 	return !o.dead && o.cached == obj.Size
 }
 
@@ -258,7 +266,9 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	// fetches in flight then see the chunk cached.
 	c.stats.fetchesInFlight.Add(1)
 	defer c.stats.fetchesInFlight.Add(-1)
+	start := time.Now()
 	got, err := s.b.ReadAt(ctx, obj, buf, off)
+	c.log.Debug("cache: fetched", "key", obj.Key, "chunk", idx, "bytes", got, "took", time.Since(start), "foreground", f.foreground.Load(), "err", err)
 	c.gate.release()
 	// Only a bare io.EOF is the backend's end-of-object signal; a wrapped
 	// one is a failed read.
@@ -278,6 +288,9 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	c.stats.bytesFetched.Add(int64(len(buf)))
 	c.stats.chunksFetched.Add(1)
 	res := chunkResult{data: buf, fromBackend: true}
+	if meta.numChunks() > 1 && !f.foreground.Load() {
+		c.staged.put(stageKey{o.id, idx}, buf)
+	}
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.
 	f.set(res, nil)
@@ -289,24 +302,28 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 // bytes match their checksum; a chunk that fails is dropped.
 func (c *Cache) readVerified(o *object, idx int, n, off int64) ([]byte, bool) {
 	o.mu.RLock()
-	if o.dead || o.chunks[idx].state == chunkAbsent {
+	want := chunk{}
+	if !o.dead {
+		want = o.chunkAt(idx)
+	}
+	if want.state == chunkAbsent {
 		o.mu.RUnlock()
 		return nil, false
 	}
-	want := o.chunks[idx]
 	buf := make([]byte, n)
 	err := preadFull(o.path, buf, off)
-	o.mu.RUnlock()
 	if err == nil && (want.verified || crc32.Checksum(buf, castagnoli) == want.crc) {
 		if !want.verified {
-			o.mu.Lock()
-			if !o.dead && o.chunks[idx].state != chunkAbsent && o.chunks[idx].crc == want.crc {
+			o.bits.Lock()
+			if o.chunks[idx].state != chunkAbsent && o.chunks[idx].crc == want.crc {
 				o.chunks[idx].verified = true
 			}
-			o.mu.Unlock()
+			o.bits.Unlock()
 		}
+		o.mu.RUnlock()
 		return buf, true
 	}
+	o.mu.RUnlock()
 	if err == nil {
 		c.stats.verifyFailures.Add(1)
 		c.log.Warn("cache: chunk failed its checksum; refetching", "key", o.meta.Key, "chunk", idx)
@@ -323,7 +340,7 @@ func (c *Cache) readVerified(o *object, idx int, n, off int64) ([]byte, bool) {
 func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
 	n := int64(len(data))
 	o.mu.RLock()
-	skip := o.dead || o.chunks[idx].state != chunkAbsent
+	skip := o.dead || o.chunkAt(idx).state != chunkAbsent
 	o.mu.RUnlock()
 	if skip {
 		return
@@ -339,24 +356,30 @@ func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
 		return
 	}
 	err := pwriteFull(o, data, int64(idx)*o.meta.ChunkSize)
-	o.mu.RUnlock()
 	if err != nil {
+		o.mu.RUnlock()
 		c.used.Add(-n)
 		c.stats.writeErrors.Add(1)
 		c.log.Warn("cache: write failed; serving without caching", "key", o.meta.Key, "chunk", idx, "err", err)
 		return
 	}
-	o.mu.Lock()
-	if o.dead || o.chunks[idx].state != chunkAbsent {
-		o.mu.Unlock()
+	// Still holding mu shared: o can't die; bits orders us with the other
+	// stores and readers of this object.
+	o.bits.Lock()
+	if o.chunks[idx].state != chunkAbsent {
+		o.bits.Unlock()
+		o.mu.RUnlock()
 		c.used.Add(-n)
 		return
 	}
 	o.chunks[idx] = chunk{state: chunkPending, verified: true, crc: crc}
 	o.cached += n
 	o.accessed.Store(time.Now().Unix())
+	// Sent under mu (shared): an eviction's delete is queued under mu held
+	// exclusively, so it can't slip between this record and its object.
 	c.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: chunkRecord{CRC: crc, Len: uint32(n)}})
-	o.mu.Unlock()
+	o.bits.Unlock()
+	o.mu.RUnlock()
 	c.policy.Added(o.id, n)
 }
 
@@ -405,7 +428,18 @@ func pwriteFull(o *object, p []byte, off int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteAt(p, off)
+	if o.meta.numChunks() > 1 {
+		// A chunk of a large object was handed to its reader from memory
+		// (sequential readahead); copying it into the page cache as well
+		// would cache it twice and cost more CPU than the fetch itself.
+		// Write what is block-aligned straight to disk.
+		if n, ok := writeDirect(f, p, off); ok {
+			p, off = p[n:], off+int64(n)
+		}
+	}
+	if len(p) > 0 {
+		_, err = f.WriteAt(p, off)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

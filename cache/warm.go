@@ -47,6 +47,8 @@ func (s *Source) CachedBytes(obj backend.Object) (int64, error) {
 	if o.dead {
 		return 0, nil
 	}
+	o.bits.Lock()
+	defer o.bits.Unlock()
 	return o.cached, nil
 }
 
@@ -90,7 +92,7 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int) (WarmOut
 func (c *Cache) present(o *object, idx int) bool {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	return !o.dead && o.chunks[idx].state != chunkAbsent
+	return !o.dead && o.chunkAt(idx).state != chunkAbsent
 }
 
 // ChunkCached reports whether chunk idx of obj is cached, without creating

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
@@ -127,6 +130,10 @@ func (m *Mount) Serve(dir string) error {
 			MaxWrite:      1 << 20,
 			MaxReadAhead:  1 << 20,
 			MaxBackground: 64,
+			// Replies are built from byte slices; splicing them costs a pipe
+			// per reply and made no difference (shared/notes).
+			DisableSplice: true,
+			Logger:        slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		},
 	}
 	root := m.newNode(m.tree.root)
@@ -136,7 +143,27 @@ func (m *Mount) Serve(dir string) error {
 	}
 	m.dir = dir
 	m.server = server
+	if err := raiseReadahead(dir, readaheadKB); err != nil {
+		m.log.Debug("could not raise the mount's kernel readahead", "err", err)
+	}
 	return nil
+}
+
+// readaheadKB is the kernel readahead set on each mount: the kernel's
+// default, 128 KiB, splits large sequential reads into 128 KiB FUSE
+// requests (shared/notes/fuse-hot-path.md: 1 MiB gave +20-50%).
+const readaheadKB = 1024
+
+// raiseReadahead sets the read_ahead_kb of the mount's backing device info
+// (FUSE mounts get an anonymous device, named by st_dev).
+func raiseReadahead(dir string, kb int) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return err
+	}
+	dev := uint64(st.Dev)
+	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(dev), unix.Minor(dev))
+	return os.WriteFile(path, []byte(strconv.Itoa(kb)), 0o644)
 }
 
 // Unmount detaches the filesystem and waits for the server to stop.

@@ -7,7 +7,8 @@ const (
 	// still count as sequential: the kernel issues readahead READs
 	// concurrently, so they arrive a little out of order.
 	seqSlack = 4 << 20
-	// seqMinRun is how many sequential reads establish a stream.
+	// seqMinRun is how many sequential reads establish a stream (one, at
+	// offset 0).
 	seqMinRun = 2
 )
 
@@ -29,7 +30,7 @@ type Sequential struct {
 }
 
 // MaxChunks is the widest sequential window, in chunks.
-const MaxChunks = 16
+const MaxChunks = 32
 
 // Observe records a read of n bytes at off in a file of size bytes split
 // into chunks of chunk bytes, and returns the chunk range [from, to) to
@@ -44,14 +45,16 @@ func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int) {
 	if end := off + n; end > s.next || s.run == 1 {
 		s.next = end
 	}
-	if s.run < seqMinRun || chunk <= 0 {
+	// A read from the very start of a file is the usual beginning of a
+	// sequential pass: don't wait for the second read to fetch ahead.
+	if (s.run < seqMinRun && off != 0) || chunk <= 0 {
 		return 0, 0
 	}
 	last := int((size + chunk - 1) / chunk)
 	cur := int(off / chunk)
 	switch {
 	case s.win == 0:
-		s.win = 2
+		s.win = 8
 	case cur > s.lastChunk:
 		// Every chunk the reader finishes doubles the window.
 		s.win = min(2*s.win, MaxChunks)

@@ -1,0 +1,74 @@
+package cache
+
+import "sync"
+
+// stagingLimit bounds the bytes held by a cache's staging area.
+const stagingLimit = 256 << 20
+
+// staging holds chunks of large objects between their fetch and their
+// reader. Such chunks are written to disk with O_DIRECT (they are not in
+// the page cache), and sequential readahead fetches them before the reader
+// gets there; the reader takes them from here instead of reading them back
+// from disk. A chunk leaves when a read reaches its end, or first in first
+// out beyond stagingLimit. Safe for concurrent use; the byte slices are
+// never modified.
+type staging struct {
+	mu    sync.Mutex
+	m     map[stageKey][]byte
+	fifo  []stageKey
+	bytes int64
+}
+
+type stageKey struct {
+	id  ObjectID
+	idx int
+}
+
+func (s *staging) put(k stageKey, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[stageKey][]byte)
+	}
+	if _, ok := s.m[k]; ok {
+		return
+	}
+	s.m[k] = data
+	s.fifo = append(s.fifo, k)
+	s.bytes += int64(len(data))
+	for s.bytes > stagingLimit && len(s.fifo) > 0 {
+		old := s.fifo[0]
+		s.fifo = s.fifo[1:]
+		if d, ok := s.m[old]; ok {
+			s.bytes -= int64(len(d))
+			delete(s.m, old)
+		}
+	}
+	// Keys already taken stay in fifo until compacted away here.
+	if len(s.fifo) > 2*len(s.m)+64 {
+		live := s.fifo[:0]
+		for _, k := range s.fifo {
+			if _, ok := s.m[k]; ok {
+				live = append(live, k)
+			}
+		}
+		s.fifo = live
+	}
+}
+
+// take copies the chunk's bytes at inner into dst if staged, dropping the
+// chunk once dst reaches its end.
+func (s *staging) take(k stageKey, dst []byte, inner int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, ok := s.m[k]
+	if !ok {
+		return false
+	}
+	copy(dst, data[inner:])
+	if inner+int64(len(dst)) >= int64(len(data)) {
+		delete(s.m, k)
+		s.bytes -= int64(len(data))
+	}
+	return true
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sys/unix"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+// largeRound is one round of the large-file passes.
+type largeRound struct {
+	oneConn, ddMount, ddLocal result
+}
+
+// linkNote says how the large file's proxy was shaped (set by shapeLargeLink).
+var linkNote string
+
+// shapeLargeLink measures what one connection through the large file's
+// proxy (latency only) gets and, if that is well above --large-conn-mbs,
+// adds a downstream bandwidth toxic of that rate (toxiproxy's rate is in
+// KB/s of 1000 bytes and applies to each connection on its own), then
+// measures again.
+func shapeLargeLink(e *env, proxy string) {
+	want := e.cfg.largeConnMBs
+	probe := oneConn(e, "probe")
+	logf("large file: one connection through %s (+%d ms, no bandwidth limit): %.1f MB/s", proxy, e.cfg.largeLatency, probe.mbPerSec())
+	if probe.mbPerSec() <= 1.2*want {
+		linkNote = fmt.Sprintf("one connection through the proxy gets %.1f MB/s unshaped (+%d ms): no bandwidth toxic",
+			probe.mbPerSec(), e.cfg.largeLatency)
+		return
+	}
+	rate := int64(want * 1000) // KB/s
+	e.tp.AddToxic("large", testenv.Toxic{Name: "bandwidth", Type: "bandwidth", Stream: "downstream", Toxicity: 1,
+		Attributes: map[string]any{"rate": rate}})
+	shaped := oneConn(e, "probe")
+	logf("large file: bandwidth toxic %d KB/s per connection: one connection now gets %.1f MB/s", rate, shaped.mbPerSec())
+	linkNote = fmt.Sprintf("one connection: %.1f MB/s unshaped, %.1f MB/s with a bandwidth toxic of %d KB/s per connection (+%d ms latency)",
+		probe.mbPerSec(), shaped.mbPerSec(), rate, e.cfg.largeLatency)
+}
+
+func runLargeRound(e *env, r int) largeRound {
+	var lr largeRound
+	lr.oneConn = oneConn(e, "one connection GET")
+	logf("round %d: one connection %.1f MB/s", r, lr.oneConn.mbPerSec())
+	logf("round %d: 16 parallel 4 MiB ranged GETs (no filesystem): %.1f MB/s", r, parallelRanges(e, 16))
+	lr.ddMount = ddMount(e, r)
+	logf("round %d: dd through a cold mount %.1f MB/s, %d GETs", r, lr.ddMount.mbPerSec(), lr.ddMount.gets)
+	lr.ddLocal = ddLocal(e)
+	logf("round %d: dd from local disk %.1f MB/s", r, lr.ddLocal.mbPerSec())
+	return lr
+}
+
+// oneConn is a single GetObject of the whole large object through its
+// proxy: one connection, timed from the request to the last byte.
+func oneConn(e *env, name string) result {
+	g0 := e.gets()
+	c0, self0 := machineCPU(), selfCPU()
+	start := time.Now()
+	out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String("big/" + e.largeRel)})
+	if err != nil {
+		e.t.Fatalf("GetObject big/%s: %v", e.largeRel, err)
+	}
+	h := crc32.New(castagnoli)
+	n, err := io.CopyBuffer(h, out.Body, make([]byte, 1<<20))
+	out.Body.Close()
+	el := time.Since(start)
+	cpu, self := machineCPU().busySince(c0), selfCPU()-self0
+	if err != nil {
+		e.t.Fatalf("GetObject big/%s: reading: %v", e.largeRel, err)
+	}
+	if n != e.largeSize || h.Sum32() != e.largeCRC {
+		e.t.Fatalf("GetObject big/%s: %d bytes, CRC-32C %08x; the source has %d, %08x", e.largeRel, n, h.Sum32(), e.largeSize, e.largeCRC)
+	}
+	return result{name: name, files: 1, bytes: n, elapsed: el, gets: e.gets() - g0, cpu: cpu, procCPU: self, stall: -1,
+		note: "one GetObject of the whole object (no Range), one connection; proc cpu: this program"}
+}
+
+// ddMount runs dd over the large file on a fresh mount and cache dir, then
+// checks its bytes through the mount (untimed).
+func ddMount(e *env, round int) result {
+	t := e.t
+	dir := filepath.Join(e.work, fmt.Sprintf("round%d-large", round))
+	m, metricsURL := e.startMount(dir, "s3://"+bucket+"/big", e.largeEndpoint)
+	mp := m.Dir()
+	file := filepath.Join(mp, filepath.FromSlash(e.largeRel))
+
+	g0 := e.gets()
+	c0, d0 := machineCPU(), procCPU(m.Pid())
+	smp := startSampler(metricsURL, e.cfg.sampleEvery)
+	n, el, err := dd(file)
+	cpu, dcpu := machineCPU().busySince(c0), procCPU(m.Pid())-d0
+	gets := e.gets() - g0
+	inFlight := smp.finish()
+	if err != nil {
+		t.Fatalf("dd through the mount: %v", err)
+	}
+	if n != e.largeSize {
+		t.Fatalf("dd through the mount copied %d bytes; the file has %d", n, e.largeSize)
+	}
+	st, err := daemonStats(e.bin, mp)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	_, sums, err := checksumTree(mp, []string{e.largeRel})
+	if err != nil {
+		t.Fatalf("re-reading %s through the mount: %v", e.largeRel, err)
+	}
+	if sums[e.largeRel] != e.largeCRC {
+		t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", e.largeRel, sums[e.largeRel], e.largeCRC)
+	}
+	logs := problemLogs(m)
+	m.Stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatalf("remove %s: %v", dir, err)
+	}
+	return result{name: "dd, cold mount", files: 1, bytes: n, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, stall: -1, logs: logs,
+		note: fmt.Sprintf("dd bs=1M, fresh mount+cache, --chunk-size %s; hits %d misses %d, %d chunks fetched; bytes checked after (CRC-32C); %s",
+			e.cfg.chunkSize, st.Mount.Hits, st.Mount.Misses, st.Cache.ChunksFetched, inFlight)}
+}
+
+// ddLocal runs dd over the source file on local disk, its page cache
+// dropped first.
+func ddLocal(e *env) result {
+	src := filepath.Join(e.largeSrc, filepath.FromSlash(e.largeRel))
+	f, err := os.Open(src)
+	if err != nil {
+		e.t.Fatalf("%v", err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		e.t.Fatalf("fadvise DONTNEED %s: %v", src, err)
+	}
+	f.Close()
+	c0 := machineCPU()
+	n, el, err := dd(src)
+	cpu := machineCPU().busySince(c0)
+	if err != nil || n != e.largeSize {
+		e.t.Fatalf("dd %s: %d bytes, %v", src, n, err)
+	}
+	return result{name: "dd, local disk", files: 1, bytes: n, elapsed: el, gets: 0, cpu: cpu, procCPU: -1, stall: -1,
+		note: "dd bs=1M of the source file, its page cache dropped (fadvise DONTNEED); context only"}
+}
+
+var ddBytes = regexp.MustCompile(`(?m)^(\d+) bytes`)
+
+// dd runs `dd if=file of=/dev/null bs=1M` and returns the bytes it reports
+// copying and its wall time.
+func dd(file string) (int64, time.Duration, error) {
+	cmd := exec.Command("dd", "if="+file, "of=/dev/null", "bs=1M")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	el := time.Since(start)
+	if err != nil {
+		return 0, el, fmt.Errorf("dd if=%s: %v: %s", file, err, out)
+	}
+	mm := ddBytes.FindSubmatch(out)
+	if mm == nil {
+		return 0, el, fmt.Errorf("dd if=%s: no byte count in %q", file, out)
+	}
+	n, _ := strconv.ParseInt(string(mm[1]), 10, 64)
+	return n, el, nil
+}
+
+// parallelRanges reads the large object as 4 MiB ranged GETs, par in
+// flight, no filesystem: what the proxy and MinIO give to parallel
+// connections (context for the dd pass, which can't beat it).
+func parallelRanges(e *env, par int) float64 {
+	const piece = 4 << 20
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	start := time.Now()
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1<<20)
+			for {
+				off := next.Add(piece) - piece
+				if off >= e.largeSize {
+					return
+				}
+				end := min(off+piece, e.largeSize) - 1
+				out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
+					Bucket: aws.String(bucket), Key: aws.String("big/" + e.largeRel), Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, end))})
+				if err == nil {
+					_, err = io.CopyBuffer(io.Discard, out.Body, buf)
+					out.Body.Close()
+				}
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		e.t.Fatalf("parallel ranged GETs of big/%s: %v", e.largeRel, err)
+	}
+	return float64(e.largeSize) / 1e6 / time.Since(start).Seconds()
+}

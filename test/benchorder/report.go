@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+type roundResult struct {
+	round int
+	small smallRound
+	large largeRound
+}
+
+// row is a result as the table shows it, with its ratio to its reference.
+type row struct {
+	result
+	ratio string
+}
+
+func report(e *env, rounds []roundResult) {
+	c := e.cfg
+	var rows []row
+	var declRatio, coldRatio, stallDecl, stallCold, ddRatio []float64
+	for _, rr := range rounds {
+		suffix := ""
+		if c.rounds > 1 {
+			suffix = fmt.Sprintf(" #%d", rr.round)
+		}
+		add := func(r result, ratio string) {
+			r.name += suffix
+			rows = append(rows, row{r, ratio})
+		}
+		if !c.skipSmall {
+			s := rr.small
+			ref := s.ceiling.filesPerSec()
+			add(s.ceiling, "1.00")
+			for _, r := range []result{s.declared, s.cold, s.stallDeclared, s.stallCold} {
+				add(r, fmt.Sprintf("%.2f", r.filesPerSec()/ref))
+			}
+			declRatio = append(declRatio, s.declared.filesPerSec()/ref)
+			coldRatio = append(coldRatio, s.cold.filesPerSec()/ref)
+			stallDecl = append(stallDecl, s.stallDeclared.stall)
+			stallCold = append(stallCold, s.stallCold.stall)
+		}
+		if !c.skipLrg {
+			l := rr.large
+			ref := l.oneConn.mbPerSec()
+			add(l.oneConn, "1.00")
+			add(l.ddMount, fmt.Sprintf("%.2f", l.ddMount.mbPerSec()/ref))
+			add(l.ddLocal, fmt.Sprintf("%.2f", l.ddLocal.mbPerSec()/ref))
+			ddRatio = append(ddRatio, l.ddMount.mbPerSec()/ref)
+		}
+	}
+
+	fmt.Printf("\n%-24s %7s %8s %8s %9s %8s %7s %6s %9s %8s  %s\n",
+		"pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "what")
+	for _, r := range rows {
+		fps := fmt.Sprintf("%.0f", r.filesPerSec())
+		if r.files == 1 {
+			fps = "-"
+		}
+		pcpu := "-"
+		if r.procCPU >= 0 {
+			pcpu = fmt.Sprintf("%.1fs", r.procCPU)
+		}
+		fmt.Printf("%-24s %7d %8.1f %8.2f %9s %8.1f %7d %6s %9s %8s  %s\n", r.name, r.files, float64(r.bytes)/1e6,
+			r.elapsed.Seconds(), fps, r.mbPerSec(), r.gets, r.ratio,
+			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), pcpu, r.note)
+	}
+	fmt.Printf("ratio: small files, files/s vs the ceiling of the same round; large file, MB/s vs one connection of the same round\n")
+	fmt.Printf("cpu busy: cores busy on the whole machine (MinIO, toxiproxy, dd included); proc cpu: this program (GETs) or the dsmount daemon (mount passes)\n")
+
+	printed := false
+	for _, r := range rows {
+		if len(r.logs) == 0 {
+			continue
+		}
+		if !printed {
+			fmt.Printf("\ndaemon WARN/ERROR (or non-JSON) stderr lines:\n")
+			printed = true
+		}
+		fmt.Printf("  %s: %d line(s)\n", r.name, len(r.logs))
+		for i, l := range r.logs {
+			if i == 5 {
+				fmt.Printf("    ... %d more\n", len(r.logs)-5)
+				break
+			}
+			fmt.Printf("    %s\n", l)
+		}
+	}
+	if !printed {
+		fmt.Printf("\ndaemon logs: no WARN/ERROR (or non-JSON) stderr lines in any pass\n")
+	}
+
+	fmt.Println()
+	if !c.skipSmall {
+		fmt.Printf("small files: %d files of %d B; MinIO behind toxiproxy +%d ms ± %d; ceiling %d GETs in flight; %d readers; stall passes: work %.2fms/sample (demand %.2fx the ceiling)\n",
+			len(e.paths), c.fileSize, c.latency, c.jitter, c.getsPar, c.readers,
+			float64(rounds[len(rounds)-1].small.work)/1e6, c.demand)
+	}
+	if !c.skipLrg {
+		fmt.Printf("large file: %d MiB; %s\n", c.largeMiB, linkNote)
+	}
+	fmt.Printf("dsmount --chunk-size %s --cache-size %s%s\n", c.chunkSize, c.cacheSize, prefetchNote(c))
+	fmt.Println()
+	if !c.skipSmall {
+		verdict("declared epoch / ceiling (files/s)", declRatio, ">=", 0.8, "%.2f")
+		verdict("stall, order declared", pct(stallDecl), "<=", 5, "%.1f%%")
+		fmt.Printf("  context: not declared / ceiling (files/s) %s; stall, not declared %s\n",
+			list(coldRatio, "%.2f"), list(pct(stallCold), "%.1f%%"))
+	}
+	if !c.skipLrg {
+		verdict("dd cold mount / one connection (MB/s)", ddRatio, ">=", 4, "%.2f")
+	}
+	fmt.Printf("\nreproduce: %s\n", reproduce())
+}
+
+func prefetchNote(c config) string {
+	if c.prefetchPar > 0 {
+		return fmt.Sprintf(" --prefetch-parallel %d", c.prefetchPar)
+	}
+	return " (--prefetch-parallel: daemon default)"
+}
+
+// verdict prints one target's line: every round's value, the median, and
+// PASS or MISSES.
+func verdict(what string, vals []float64, op string, target float64, format string) {
+	med := median(vals)
+	ok := med >= target
+	if op == "<=" {
+		ok = med <= target
+	}
+	word := "MISSES"
+	if ok {
+		word = "PASS"
+	}
+	rounds := ""
+	if len(vals) > 1 {
+		rounds = fmt.Sprintf(" (median of %d rounds: %s)", len(vals), list(vals, format))
+	}
+	fmt.Printf("%-6s %s: "+format+"%s; target %s "+format+"\n", word, what, med, rounds, op, target)
+}
+
+func pct(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = 100 * x
+	}
+	return out
+}
+
+func list(v []float64, format string) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+// smallRound is one round of the small-file passes.
+type smallRound struct {
+	ceiling, declared, cold, stallDeclared, stallCold result
+	work                                              time.Duration // w, the simulated work per sample
+}
+
+// runSmallRound runs the small-file passes on the order of round r. The
+// declared pass runs right after the ceiling it is compared with.
+func runSmallRound(e *env, r int) smallRound {
+	c := e.cfg
+	order := shuffled(e.paths, c.seed+uint64(r)-1)
+	var sr smallRound
+	sr.ceiling = ceiling(e, order)
+	logf("round %d: ceiling %.0f files/s", r, sr.ceiling.filesPerSec())
+	sr.work = time.Duration(float64(c.readers) / (c.demand * sr.ceiling.filesPerSec()) * float64(time.Second))
+
+	sr.declared = epochPass(e, r, "declared", order, true, 0)
+	sr.cold = epochPass(e, r, "not declared", order, false, 0)
+	sr.stallDeclared = epochPass(e, r, "stall, declared", order, true, sr.work)
+	sr.stallCold = epochPass(e, r, "stall, not declared", order, false, sr.work)
+	return sr
+}
+
+func shuffled(paths []string, seed uint64) []string {
+	order := append([]string(nil), paths...)
+	rng := rand.New(rand.NewPCG(seed, 0x0bde4))
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	return order
+}
+
+// ceiling is plain parallel ranged GETs of every file in order, --gets in
+// flight, through the small files' proxy: the store's own ceiling.
+func ceiling(e *env, order []string) result {
+	sizes := make([]int64, len(order))
+	for i, p := range order {
+		sizes[i] = e.sizes[p]
+	}
+	g0 := e.gets()
+	c0, self0 := machineCPU(), selfCPU()
+	n, el, err := testenv.ParallelGets(context.Background(), e.smallClient, bucket, "ds", order, sizes, e.cfg.getsPar)
+	cpu, self := machineCPU().busySince(c0), selfCPU()-self0
+	if err != nil {
+		e.t.Fatalf("ceiling GETs: %v", err)
+	}
+	return result{name: "ceiling (raw GETs)", files: int64(len(order)), bytes: n, elapsed: el, gets: e.gets() - g0,
+		cpu: cpu, procCPU: self, stall: -1,
+		note: fmt.Sprintf("%d ranged GetObject in flight, no filesystem; proc cpu: this program", e.cfg.getsPar)}
+}
+
+// epochPass reads every file of order once through a fresh mount and cache
+// dir with --readers readers sharing one index into order; with declare it
+// first runs `dsmount order` (inside the timed span); with work > 0 each
+// reader sleeps work after each sample.
+func epochPass(e *env, round int, name string, order []string, declare bool, work time.Duration) result {
+	c, t := e.cfg, e.t
+	dir := filepath.Join(e.work, fmt.Sprintf("round%d-%s", round, strings.NewReplacer(" ", "", ",", "-").Replace(name)))
+	os.MkdirAll(dir, 0o755)
+	orderFile := filepath.Join(dir, "order.txt")
+	if err := os.WriteFile(orderFile, []byte(strings.Join(order, "\n")+"\n"), 0o644); err != nil {
+		t.Fatalf("%v", err)
+	}
+	m, metricsURL := e.startMount(dir, "s3://"+bucket+"/ds", e.smallEndpoint)
+	mp := m.Dir()
+
+	g0 := e.gets()
+	smp := startSampler(metricsURL, c.sampleEvery)
+	c0, d0 := machineCPU(), procCPU(m.Pid())
+	start := time.Now()
+	var declTime time.Duration
+	if declare {
+		r := testenv.RunCLI(e.bin, nil, 5*time.Minute, "order", mp, "--job", "bench", "--epoch", "0", orderFile, "--json")
+		declTime = r.Duration
+		if r.ExitCode != 0 {
+			t.Fatalf("dsmount order: exit %d\nstdout: %s\nstderr: %s", r.ExitCode, r.Stdout, r.Stderr)
+		}
+		var res struct {
+			Declared int `json:"declared"`
+			Skipped  int `json:"skipped"`
+		}
+		if err := testenv.DecodeJSONObject(r.Stdout, &res); err != nil {
+			t.Fatalf("dsmount order --json: %v", err)
+		}
+		if res.Declared != len(order) || res.Skipped != 0 {
+			t.Fatalf("dsmount order declared %d files, skipped %d; the order has %d", res.Declared, res.Skipped, len(order))
+		}
+	}
+	rs, err := readEpoch(e, mp, order, c.readers, work)
+	el := time.Since(start)
+	cpu, dcpu := machineCPU().busySince(c0), procCPU(m.Pid())-d0
+	gets := e.gets() - g0
+	inFlight := smp.finish()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if rs.files != int64(len(order)) {
+		t.Fatalf("%s: read %d files, the order has %d", name, rs.files, len(order))
+	}
+	st, err := daemonStats(e.bin, mp)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	logs := problemLogs(m)
+	m.Stop()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatalf("remove %s: %v", dir, err)
+	}
+
+	res := result{name: name, files: rs.files, bytes: rs.bytes, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, stall: -1, logs: logs}
+	notes := []string{fmt.Sprintf("%d readers", c.readers)}
+	if declare {
+		notes = append(notes, fmt.Sprintf("order declared (%.2fs, timed)", declTime.Seconds()))
+	}
+	if work > 0 {
+		res.work = time.Duration(int64(len(order)) * int64(work) / int64(c.readers))
+		res.stall = (el - res.work).Seconds() / el.Seconds()
+		notes = append(notes, fmt.Sprintf("work %.2fms/sample: pure work %.2fs (slept %.2fs/reader), stall %.1f%%",
+			float64(work)/1e6, res.work.Seconds(), rs.slept.Seconds()/float64(c.readers), 100*res.stall))
+	}
+	pc := percentiles(rs.lat, 50, 90, 99)
+	notes = append(notes, fmt.Sprintf("read mean %.2fms p50 %.2f p90 %.2f p99 %.2f", rs.readTime.Seconds()*1e3/float64(rs.files), pc[0], pc[1], pc[2]))
+	notes = append(notes, fmt.Sprintf("hits %d misses %d", st.Mount.Hits, st.Mount.Misses))
+	for _, j := range st.Mount.Jobs {
+		notes = append(notes, fmt.Sprintf("job %s: read %d/%d prefetched %d prefetch_hits %d stalls %d window %d",
+			j.Name, j.Read, j.Declared, j.Prefetched, j.PrefetchHits, j.Stalls, j.Window))
+	}
+	if declare && len(st.Mount.Jobs) == 0 {
+		notes = append(notes, "NO JOB in dsmount stats")
+	}
+	if inFlight != "" {
+		notes = append(notes, inFlight)
+	}
+	res.note = strings.Join(notes, "; ")
+	logf("round %d: %s: %.0f files/s in %.2fs, %d GETs", round, name, res.filesPerSec(), el.Seconds(), gets)
+	return res
+}
+
+type readStats struct {
+	files, bytes    int64
+	readTime, slept time.Duration   // summed over readers
+	lat             []time.Duration // every file's open-to-close time
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// readEpoch reads root/<p> for every p of order with readers goroutines,
+// each taking the next position from a shared index: open, read all, close,
+// check size and CRC-32C against the source, then sleep work (compensated:
+// a reader's total sleep is its samples times work). It stops at the first
+// error and returns it.
+func readEpoch(e *env, root string, order []string, readers int, work time.Duration) (readStats, error) {
+	var (
+		next     atomic.Int64
+		stop     atomic.Bool
+		mu       sync.Mutex
+		total    readStats
+		firstErr error
+		once     sync.Once
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) { once.Do(func() { firstErr = err }); stop.Store(true) }
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var my readStats
+			var owed time.Duration
+			buf := make([]byte, 1<<20)
+			h := crc32.New(castagnoli)
+			defer func() {
+				mu.Lock()
+				total.files += my.files
+				total.bytes += my.bytes
+				total.readTime += my.readTime
+				total.slept += my.slept
+				total.lat = append(total.lat, my.lat...)
+				mu.Unlock()
+			}()
+			for !stop.Load() {
+				i := next.Add(1) - 1
+				if i >= int64(len(order)) {
+					return
+				}
+				p := order[i]
+				t0 := time.Now()
+				h.Reset()
+				n, err := readFile(filepath.Join(root, filepath.FromSlash(p)), buf, h)
+				rt := time.Since(t0)
+				my.readTime += rt
+				my.lat = append(my.lat, rt)
+				if err != nil {
+					fail(fmt.Errorf("read %s: %w", p, err))
+					return
+				}
+				if n != e.sizes[p] {
+					fail(fmt.Errorf("%s: read %d bytes, the source has %d", p, n, e.sizes[p]))
+					return
+				}
+				if sum := h.Sum32(); sum != e.crcs[p] {
+					fail(fmt.Errorf("%s: CRC-32C %08x, the source's is %08x", p, sum, e.crcs[p]))
+					return
+				}
+				my.files++
+				my.bytes += n
+				if work > 0 {
+					owed += work
+					if d := owed - my.slept; d > 0 {
+						s0 := time.Now()
+						time.Sleep(d)
+						my.slept += time.Since(s0)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return total, firstErr
+}
+
+// readFile reads name whole into w through buf: open, read until EOF, close.
+func readFile(name string, buf []byte, w io.Writer) (int64, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.CopyBuffer(w, onlyReader{f}, buf)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// onlyReader hides *os.File's WriterTo so io.CopyBuffer reads through buf.
+type onlyReader struct{ io.Reader }
+
+// checksumTree returns the size and CRC-32C of root/<p> for every p.
+func checksumTree(root string, paths []string) (map[string]int64, map[string]uint32, error) {
+	sizes := make(map[string]int64, len(paths))
+	crcs := make(map[string]uint32, len(paths))
+	buf := make([]byte, 1<<20)
+	h := crc32.New(castagnoli)
+	for _, p := range paths {
+		h.Reset()
+		n, err := readFile(filepath.Join(root, filepath.FromSlash(p)), buf, h)
+		if err != nil {
+			return nil, nil, err
+		}
+		sizes[p], crcs[p] = n, h.Sum32()
+	}
+	return sizes, crcs, nil
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+// result is one pass.
+type result struct {
+	name    string
+	files   int64
+	bytes   int64
+	elapsed time.Duration
+	gets    int64   // MinIO GetObject requests during the pass
+	cpu     float64 // cores busy on the whole machine during the pass
+	procCPU float64 // CPU seconds of the process doing the work (this program, or the daemon); -1: none
+	stall   float64 // stall passes: (epoch - work) / epoch; else -1
+	work    time.Duration
+	note    string
+	logs    []string // the daemon's WARN/ERROR (and non-JSON) stderr lines
+}
+
+func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
+func (r result) mbPerSec() float64    { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
+
+// cpuStat is a /proc/stat snapshot of the whole machine.
+type cpuStat struct{ busy, total float64 }
+
+func machineCPU() cpuStat {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuStat{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	var st cpuStat
+	for i, v := range f[1:] {
+		x, _ := strconv.ParseFloat(v, 64)
+		st.total += x
+		if i != 3 && i != 4 { // idle, iowait
+			st.busy += x
+		}
+	}
+	return st
+}
+
+// busySince is how many cores were busy on average since c0.
+func (c cpuStat) busySince(c0 cpuStat) float64 {
+	if c.total == c0.total {
+		return 0
+	}
+	return (c.busy - c0.busy) / (c.total - c0.total) * float64(runtime.NumCPU())
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// procCPU is the CPU seconds (user+system) pid has used so far.
+func procCPU(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	s = s[strings.LastIndexByte(s, ')')+2:]
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// jobStats is one job of `dsmount stats --json` (readahead.JobStats).
+type jobStats struct {
+	Name         string `json:"name"`
+	Declared     int    `json:"declared"`
+	Read         int    `json:"read"`
+	Prefetched   int64  `json:"prefetched"`
+	PrefetchHits int64  `json:"prefetch_hits"`
+	Stalls       int64  `json:"stalls"`
+	Window       int    `json:"window"`
+}
+
+// statsOut is the part of `dsmount stats MOUNTPOINT --json` this program
+// reads.
+type statsOut struct {
+	Mount struct {
+		Hits   int64      `json:"hits"`
+		Misses int64      `json:"misses"`
+		Jobs   []jobStats `json:"jobs"`
+	} `json:"mount"`
+	Cache struct {
+		ChunksFetched int64 `json:"chunks_fetched"`
+	} `json:"cache"`
+}
+
+func daemonStats(bin, mountpoint string) (statsOut, error) {
+	var s statsOut
+	r := testenv.RunCLI(bin, nil, 30*time.Second, "stats", mountpoint, "--json")
+	if r.ExitCode != 0 {
+		return s, fmt.Errorf("dsmount stats %s --json: exit %d\nstdout: %s\nstderr: %s", mountpoint, r.ExitCode, r.Stdout, r.Stderr)
+	}
+	if err := testenv.DecodeJSONObject(r.Stdout, &s); err != nil {
+		return s, fmt.Errorf("dsmount stats --json: %w", err)
+	}
+	return s, nil
+}
+
+// problemLogs are the daemon's stderr lines so far that are WARN or ERROR
+// JSON records, or not JSON records at all (a panic, say).
+func problemLogs(m *testenv.Mount) []string {
+	var out []string
+	for _, line := range strings.Split(m.Stderr(), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "{") {
+			out = append(out, line)
+			continue
+		}
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// sampler scrapes a daemon's dsmount_fetches_in_flight every interval while
+// a pass runs: how many backend fetches the daemon actually keeps going.
+type sampler struct {
+	stop, done chan struct{}
+	n          int
+	sum, max   float64
+	errs       int
+}
+
+// startSampler starts scraping url (nil sampler when url is "").
+func startSampler(url string, every time.Duration) *sampler {
+	if url == "" || every <= 0 {
+		return nil
+	}
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+			_, samples, err := testenv.ScrapeMetrics(url)
+			v, k := testenv.PromFind(samples, "dsmount_fetches_in_flight")
+			if err != nil || k != 1 {
+				s.errs++
+				continue
+			}
+			s.n++
+			s.sum += v
+			s.max = max(s.max, v)
+		}
+	}()
+	return s
+}
+
+// finish stops the sampler and describes what it saw ("" for nil).
+func (s *sampler) finish() string {
+	if s == nil {
+		return ""
+	}
+	close(s.stop)
+	<-s.done
+	if s.n == 0 {
+		return fmt.Sprintf("fetches in flight: no samples (%d scrape errors)", s.errs)
+	}
+	return fmt.Sprintf("fetches in flight: mean %.1f max %.0f (%d samples)", s.sum/float64(s.n), s.max, s.n)
+}
+
+// startMount mounts source on dir/mnt with a fresh cache dir/cache through
+// endpoint; with --sample-every it also serves the daemon's metrics and
+// returns their URL; with --cpuprofile-dir the daemon writes a CPU profile
+// there (DSMOUNT_CPUPROFILE), named after dir.
+func (e *env) startMount(dir, source, endpoint string) (*testenv.Mount, string) {
+	mp, cacheDir := filepath.Join(dir, "mnt"), filepath.Join(dir, "cache")
+	os.MkdirAll(mp, 0o755)
+	os.MkdirAll(cacheDir, 0o755)
+	args := []string{"--cache-dir", cacheDir, "--cache-size", e.cfg.cacheSize, "--chunk-size", e.cfg.chunkSize,
+		"--s3-endpoint", endpoint, "--s3-path-style"}
+	if e.cfg.prefetchPar > 0 {
+		args = append(args, "--prefetch-parallel", fmt.Sprint(e.cfg.prefetchPar))
+	}
+	url := ""
+	if e.cfg.sampleEvery > 0 {
+		ports, err := testenv.FreePorts(1)
+		if err != nil {
+			e.t.Fatalf("%v", err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+		args = append(args, "--metrics-addr", addr)
+		url = "http://" + addr + "/metrics"
+	}
+	args = append(args, e.cfg.mountArgs...)
+	var extraEnv []string
+	if e.cfg.profileDir != "" {
+		extraEnv = append(extraEnv, "DSMOUNT_CPUPROFILE="+filepath.Join(e.cfg.profileDir, filepath.Base(dir)+".pprof"))
+	}
+	m := testenv.StartMount(e.t, testenv.MountConfig{Bin: e.bin, Source: source, Mountpoint: mp, Env: e.mc.Env(extraEnv...), Args: args})
+	return m, url
+}
+
+// percentiles returns the p-th percentiles of d (sorted in place), in ms.
+func percentiles(d []time.Duration, ps ...float64) []float64 {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	out := make([]float64, len(ps))
+	if len(d) == 0 {
+		return out
+	}
+	for i, p := range ps {
+		k := min(len(d)-1, int(p/100*float64(len(d))))
+		out[i] = float64(d[k]) / 1e6
+	}
+	return out
+}
