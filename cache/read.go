@@ -78,8 +78,8 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 	if err != nil {
 		return err
 	}
-	// A large object's chunk fetched ahead of its reader.
-	if meta.numChunks() > 1 && c.staged.take(stageKey{o.id, idx}, dst, inner) {
+	// A chunk fetched ahead of its reader.
+	if c.staged.take(stageKey{o.id, idx}, dst, inner) {
 		c.stats.hit(len(dst))
 		s.stats.hit(len(dst))
 		return nil
@@ -288,7 +288,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	c.stats.bytesFetched.Add(int64(len(buf)))
 	c.stats.chunksFetched.Add(1)
 	res := chunkResult{data: buf, fromBackend: true}
-	if meta.numChunks() > 1 && !f.foreground.Load() {
+	if !f.foreground.Load() {
 		c.staged.put(stageKey{o.id, idx}, buf)
 	}
 	// Waiters get the bytes now; the flight stays open until they are
@@ -428,14 +428,12 @@ func pwriteFull(o *object, p []byte, off int64) error {
 	if err != nil {
 		return err
 	}
-	if o.meta.numChunks() > 1 {
-		// A chunk of a large object was handed to its reader from memory
-		// (sequential readahead); copying it into the page cache as well
-		// would cache it twice and cost more CPU than the fetch itself.
-		// Write what is block-aligned straight to disk.
-		if n, ok := writeDirect(f, p, off); ok {
-			p, off = p[n:], off+int64(n)
-		}
+	// The chunk's reader gets it from memory (the flight, or the staging
+	// area for fetches ahead); copying it into the page cache as well would
+	// cache it twice, and filling fresh page-cache pages cost more CPU than
+	// the fetch itself here. Write what is block-aligned straight to disk.
+	if n, ok := writeDirect(f, p, off); ok {
+		p, off = p[n:], off+int64(n)
 	}
 	if len(p) > 0 {
 		_, err = f.WriteAt(p, off)

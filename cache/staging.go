@@ -5,11 +5,10 @@ import "sync"
 // stagingLimit bounds the bytes held by a cache's staging area.
 const stagingLimit = 256 << 20
 
-// staging holds chunks of large objects between their fetch and their
-// reader. Such chunks are written to disk with O_DIRECT (they are not in
-// the page cache), and sequential readahead fetches them before the reader
-// gets there; the reader takes them from here instead of reading them back
-// from disk. A chunk leaves when a read reaches its end, or first in first
+// staging holds chunks fetched ahead (prefetch, sequential readahead)
+// between their fetch and their reader. Chunks are written to disk with
+// O_DIRECT, so they are not in the page cache; the reader takes them from
+// here instead of reading them back from disk. A chunk leaves when a read reaches its end, or first in first
 // out beyond stagingLimit. Safe for concurrent use; the byte slices are
 // never modified.
 type staging struct {

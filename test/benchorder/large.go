@@ -125,7 +125,7 @@ func ddMount(e *env, round int) result {
 	}
 	logs := problemLogs(m)
 	m.Stop()
-	if err := os.RemoveAll(dir); err != nil {
+	if err := testenv.RemoveAndSettle(dir); err != nil {
 		t.Fatalf("remove %s: %v", dir, err)
 	}
 	return result{name: "dd, cold mount", files: 1, bytes: n, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, stall: -1, logs: logs,

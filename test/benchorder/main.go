@@ -138,6 +138,7 @@ func main() {
 	flag.DurationVar(&c.sampleEvery, "sample-every", 100*time.Millisecond, "scrape each mount's fetches in flight this often (0: off)")
 	flag.Func("mount-arg", "one more argument for every dsmount mount (repeatable), e.g. --mount-arg=--log-level=debug", func(v string) error {
 		c.mountArgs = append(c.mountArgs, v)
+		mountArgs = c.mountArgs
 		return nil
 	})
 	flag.StringVar(&c.profileDir, "cpuprofile-dir", "", "have each mount's daemon write a CPU profile to DIR/<pass>.pprof")
@@ -255,13 +256,28 @@ func logf(format string, args ...any) {
 
 func since(t0 time.Time) time.Duration { return time.Since(t0).Round(time.Millisecond) }
 
+// mountArgs mirrors --mount-arg for reproduce.
+var mountArgs []string
+
 // reproduce is the command line that repeats this run, every flag spelled
 // out (so changed defaults don't change what it measures).
 func reproduce() string {
 	var b strings.Builder
 	b.WriteString("go run ./test/benchorder")
 	flag.VisitAll(func(f *flag.Flag) {
-		fmt.Fprintf(&b, " --%s=%s", f.Name, f.Value.String())
+		switch f.Name {
+		case "mount-arg":
+			// A list: repeat the flag per value.
+			for _, v := range mountArgs {
+				fmt.Fprintf(&b, " --mount-arg=%s", v)
+			}
+		case "cpuprofile-dir":
+			if f.Value.String() != "" {
+				fmt.Fprintf(&b, " --%s=%s", f.Name, f.Value.String())
+			}
+		default:
+			fmt.Fprintf(&b, " --%s=%s", f.Name, f.Value.String())
+		}
 	})
 	return b.String()
 }

@@ -119,7 +119,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	}
 	logs := problemLogs(m)
 	m.Stop()
-	if err := os.RemoveAll(dir); err != nil {
+	if err := testenv.RemoveAndSettle(dir); err != nil {
 		t.Fatalf("remove %s: %v", dir, err)
 	}
 

@@ -128,7 +128,7 @@ func main() {
 		// round by round made each later warm slower here, in the kernel's
 		// write path). Not drop_caches: that would also evict MinIO's data
 		// and favour whichever pass runs second.
-		if err := os.RemoveAll(roundDir); err != nil {
+		if err := testenv.RemoveAndSettle(roundDir); err != nil {
 			t.Fatalf("remove %s: %v", roundDir, err)
 		}
 		if w.files != int64(len(paths)) || w.bytes != total {
