@@ -18,9 +18,13 @@ import (
 // It is absent from directory listings and shadows a dataset key of the
 // same name (reported as skipped).
 //
-// Protocol: open it read-write, write one JSON Request terminated by '\n'
-// (in as many writes as needed), then read JSON Event lines until EOF.
-// Closing the file cancels the request.
+// Protocol: create (O_CREAT|O_EXCL, read-write) a new entry named
+// ControlName + "." + anything unique at the mount's root, write one JSON
+// Request terminated by '\n' (in as many writes as needed), then read JSON
+// Event lines until EOF. Closing the file cancels the request. The entry
+// exists only while open and is never listed. (Creation, not an open of
+// ControlName itself, because a no-open mount gets no OPEN to start a
+// session at; on other mounts opening ControlName read-write works too.)
 const ControlName = ".dsmount-control"
 
 // maxRequestBytes bounds a control request (a warm list of a few million
@@ -60,7 +64,8 @@ type Event struct {
 // controlNode is the control entry's inode.
 type controlNode struct {
 	gofs.Inode
-	m *Mount
+	m   *Mount
+	ino uint64 // controlIno, or a session's own number
 }
 
 var (
@@ -71,7 +76,7 @@ var (
 
 func (n *controlNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = fuse.S_IFREG | 0o600
-	out.Ino = controlIno
+	out.Ino = max(n.ino, controlIno)
 	out.Nlink = 1
 	out.Uid, out.Gid = n.m.uid, n.m.gid
 	return 0
@@ -83,8 +88,27 @@ func (n *controlNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.S
 }
 
 func (n *controlNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if n.m.fastPath == FastPathNoOpen {
+		return nil, 0, syscall.ENOSYS
+	}
 	h := &controlHandle{m: n.m, notify: make(chan struct{})}
 	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+}
+
+// controlSession answers the creation of a session entry: a fresh inode
+// the kernel forgets at once (zero timeouts), and a handle that lives
+// until the client closes it.
+func (m *Mount) controlSession(ctx context.Context, root *node, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	ino := controlIno + m.sessions.Add(1)
+	out.Mode = fuse.S_IFREG | 0o600
+	out.Ino = ino
+	out.Uid, out.Gid = m.uid, m.gid
+	out.SetEntryTimeout(0)
+	out.SetAttrTimeout(0)
+	ctl := &controlNode{m: m, ino: ino}
+	inode := root.NewInode(ctx, ctl, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino})
+	h := &controlHandle{m: m, notify: make(chan struct{})}
+	return inode, h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
 }
 
 // controlHandle is one client session: a request being written, then the

@@ -42,6 +42,8 @@ type Config struct {
 	// Readahead, if set, receives the mount's declared orders and reads,
 	// and prefetches for them.
 	Readahead *readahead.Mount
+	// FastPath is how hot reads are served; "" means FastPathAuto.
+	FastPath FastPath
 }
 
 // MountStats are one mount's figures.
@@ -52,6 +54,7 @@ type MountStats struct {
 	Reads      int64  `json:"reads"`
 	BytesRead  int64  `json:"bytes_read"`
 	ReadErrors int64  `json:"read_errors"`
+	FastPath   string `json:"fast_path"`
 	cache.SourceStats
 	Jobs []readahead.JobStats `json:"jobs"`
 }
@@ -69,6 +72,10 @@ type Mount struct {
 	server     *fuse.Server
 	uid, gid   uint32
 	allowOther bool
+	// fastPath is the mode in force: decided in New (auto), demoted to
+	// off in Serve if passthrough fails its probe.
+	fastPath FastPath
+	sessions atomic.Uint64 // control sessions created, for their inode numbers
 
 	reads, bytesRead, readErrors atomic.Int64
 }
@@ -93,6 +100,7 @@ func New(cfg Config) *Mount {
 		src:        cfg.Source,
 		statsHook:  cfg.Stats,
 		ra:         cfg.Readahead,
+		fastPath:   resolveFastPath(cfg.FastPath, cfg.Objects),
 		chunkSize:  cfg.Cache.ChunkSize(),
 		log:        log,
 		tree:       t,
@@ -100,6 +108,16 @@ func New(cfg Config) *Mount {
 		uid:        uint32(os.Getuid()),
 		gid:        uint32(os.Getgid()),
 	}
+}
+
+// FastPathMode is the fast path in force (after Serve, the probed one).
+func (m *Mount) FastPathMode() FastPath { return m.fastPath }
+
+func resolveFastPath(p FastPath, objs []backend.Object) FastPath {
+	if p == "" || p == FastPathAuto {
+		return chooseFastPath(objs)
+	}
+	return p
 }
 
 // Files and Dirs count the tree's entries; Skipped lists the keys left out.
@@ -143,6 +161,12 @@ func (m *Mount) Serve(dir string) error {
 	}
 	m.dir = dir
 	m.server = server
+	if m.fastPath == FastPathPassthrough {
+		if err := m.probePassthrough(m.cache.Dir()); err != nil {
+			m.log.Warn("passthrough is not available here (it needs Linux >= 6.9 and CAP_SYS_ADMIN); serving hot reads through the page cache", "mountpoint", dir, "err", err)
+			m.fastPath = FastPathOff
+		}
+	}
 	if err := raiseReadahead(dir, readaheadKB); err != nil {
 		m.log.Debug("could not raise the mount's kernel readahead", "err", err)
 	}
@@ -189,6 +213,7 @@ func (m *Mount) Stats() MountStats {
 	return MountStats{
 		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.files,
 		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(),
+		FastPath:    string(m.fastPath),
 		SourceStats: m.src.Stats(),
 		Jobs:        m.Jobs(),
 	}

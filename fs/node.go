@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"strings"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -22,6 +23,8 @@ type node struct {
 	id cache.ObjectID
 	// seq detects sequential reading of files bigger than a chunk.
 	seq *readahead.Sequential
+	// opens counts open handles by kind (passthrough mounts).
+	opens openState
 }
 
 // newNode makes the inode data for e.
@@ -51,6 +54,9 @@ var (
 	_ gofs.NodeRenamer   = (*node)(nil)
 	_ gofs.NodeSymlinker = (*node)(nil)
 	_ gofs.NodeLinker    = (*node)(nil)
+	_ gofs.NodeWriter    = (*node)(nil)
+
+	_ gofs.NodeOpendirHandler = (*node)(nil)
 )
 
 func (n *node) fillAttr(out *fuse.Attr) {
@@ -113,8 +119,33 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	switch n.m.fastPath {
+	case FastPathNoOpen:
+		// The kernel stops sending OPEN (and RELEASE) for good, and keeps
+		// every file's pages across opens; reads arrive without a handle.
+		return nil, 0, syscall.ENOSYS
+	case FastPathPassthrough:
+		if !n.e.isDir() {
+			return n.openPassthrough()
+		}
+	}
 	// The object behind an inode never changes while mounted.
 	return nil, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// OpendirHandle opens a directory with its listing cached by the kernel:
+// the tree never changes while mounted, so a second readdir needn't ask.
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if !n.e.isDir() {
+		return nil, 0, syscall.ENOTDIR
+	}
+	return &dirHandle{entries: n.e.dir.listing()}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// Write refuses writes that reach a handle-less node (no-open mounts get no
+// OPEN to refuse them at).
+func (n *node) Write(ctx context.Context, f gofs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	return 0, syscall.EROFS
 }
 
 func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -147,7 +178,13 @@ func (n *node) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.
 	return syscall.EROFS
 }
 
-func (n *node) Create(context.Context, string, uint32, uint32, *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+// Create opens a control session when a client creates a
+// ".dsmount-control.<unique>" entry at the root (see ControlName); any
+// other creation fails with EROFS.
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if n.e.ino == rootIno && strings.HasPrefix(name, ControlName+".") {
+		return n.m.controlSession(ctx, n, out)
+	}
 	return nil, nil, 0, syscall.EROFS
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 
@@ -55,9 +56,15 @@ func (r mountRoots) find(abs string) (root, rel string, err error) {
 // calls on for each event until the daemon is done. Cancelling ctx closes
 // the entry, which cancels the request in the daemon.
 func controlCall(ctx context.Context, root string, req dsfs.Request, on func(dsfs.Event) error) error {
-	f, err := os.OpenFile(filepath.Join(root, dsfs.ControlName), os.O_RDWR, 0)
+	// A session is a new entry, created: see dsfs.ControlName. Never create
+	// a stray file in a directory that is not a mount's root.
+	if _, err := os.Stat(filepath.Join(root, dsfs.ControlName)); err != nil {
+		return fmt.Errorf("%s is not the root of a dsmount mount: %w", root, err)
+	}
+	name := fmt.Sprintf("%s.%d-%x", dsfs.ControlName, os.Getpid(), rand.Uint64())
+	f, err := os.OpenFile(filepath.Join(root, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("open the control entry of %s: %w", root, err)
+		return fmt.Errorf("open a control session on %s: %w", root, err)
 	}
 	stop := context.AfterFunc(ctx, func() { f.Close() })
 	defer func() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,7 +126,12 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 	}
 	src := d.cache.Source(b)
 	ra := d.ra.Mount(req.Mountpoint, src)
-	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra})
+	fastPath, err := dsfs.ParseFastPath(cmp.Or(req.FastPath, string(dsfs.FastPathAuto)))
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath})
 	reportSkipped(d.log, m.Skipped())
 	if err := m.Serve(req.Mountpoint); err != nil {
 		ra.Close()
@@ -138,7 +144,7 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 	d.wg.Add(1)
 	go d.watch(m, b, ra)
 	d.log.Info("mounted", "source", b.ID(), "mountpoint", req.Mountpoint, "files", m.Files(), "dirs", m.Dirs(),
-		"cache_dir", d.opts.dir, "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
+		"fast_path", m.FastPathMode(), "cache_dir", d.opts.dir, "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
 	return m, nil
 }
 
@@ -196,6 +202,7 @@ type mountRequest struct {
 	Anonymous   bool   `json:"anonymous,omitempty"`
 	Refresh     bool   `json:"refresh,omitempty"`
 	AllowOther  bool   `json:"allow_other,omitempty"`
+	FastPath    string `json:"fast_path,omitempty"`
 	// Cache settings the user gave explicitly; they must match the daemon's.
 	CacheSize int64  `json:"cache_size,omitempty"`
 	ChunkSize int64  `json:"chunk_size,omitempty"`

@@ -35,6 +35,7 @@ type mountFlags struct {
 	anonymous        bool
 	refresh          bool
 	allowOther       bool
+	fastPath         string
 	metricsAddr      string
 	logFormat        string
 	logLevel         string
@@ -75,6 +76,7 @@ later mounts reuse it (--refresh lists again, picking up changed objects).`,
 	fl.BoolVar(&f.anonymous, "anonymous", false, "read a public bucket without credentials")
 	fl.BoolVar(&f.refresh, "refresh", false, "list the source again instead of using the stored listing")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one read the mount")
+	fl.StringVar(&f.fastPath, "fast-path", string(dsfs.FastPathAuto), "how hot reads skip the daemon: no-open (small files: served from the kernel's page cache), passthrough (large files: the kernel reads the cache file; Linux >= 6.9, root), off, or auto (from the dataset's file sizes)")
 	return cmd
 }
 
@@ -121,6 +123,9 @@ func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
 		return p, err
 	}
 	p.source = source
+	if _, err := dsfs.ParseFastPath(f.fastPath); err != nil {
+		return p, usagef("--fast-path: %w", err)
+	}
 	if p.mountpoint, err = checkMountpoint(mountpoint); err != nil {
 		return p, err
 	}
@@ -212,7 +217,7 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		return err
 	}
 	req := mountRequest{Source: p.source, Mountpoint: p.mountpoint, S3Endpoint: f.s3Endpoint, S3PathStyle: f.s3PathStyle,
-		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther}
+		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther, FastPath: f.fastPath}
 	if req.Source, err = normaliseSource(p.source); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ closing the file early cancels the request. This module speaks that protocol
 with the standard library only.
 """
 
+import errno
 import json
 import os
 import posixpath
@@ -114,8 +115,18 @@ def _root_forms(root):
 
 
 def _open_control(root):
-    """Open ``root``'s control entry read-write, unbuffered."""
-    return open(os.path.join(root, CONTROL_NAME), "r+b", buffering=0)
+    """Open a control session on ``root``, read-write, unbuffered.
+
+    A session is a new entry created next to the control entry (named
+    ``.dsmount-control.<unique>``): a mount in no-open mode gets no OPEN
+    request to start a session at, but a creation always reaches it.
+    """
+    # Never create a stray file in a directory that is not a mount root.
+    if not os.path.exists(os.path.join(root, CONTROL_NAME)):
+        raise FileNotFoundError(errno.ENOENT, "no control entry", root)
+    name = "%s.%d-%s" % (CONTROL_NAME, os.getpid(), os.urandom(8).hex())
+    fd = os.open(os.path.join(root, name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    return os.fdopen(fd, "r+b", buffering=0)
 
 
 class Client:
