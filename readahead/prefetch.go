@@ -113,6 +113,10 @@ func (r *Registry) fill() {
 	}
 	var picks []prefetchJob
 	r.mu.Lock()
+	if len(r.jobs) == 0 {
+		r.mu.Unlock()
+		return
+	}
 	jobs := make([]*job, 0, len(r.jobs))
 	for _, j := range r.jobs {
 		jobs = append(jobs, j)

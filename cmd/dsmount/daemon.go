@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,10 +62,17 @@ type cacheFlags struct {
 }
 
 func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slog.Logger) (*daemon, error) {
-	var c *cache.Cache
+	// The registry's policy goes into the cache, and the registry asks the
+	// cache's fill: set once the cache is open (its goroutine runs before).
+	var opened atomic.Pointer[cache.Cache]
 	ra := readahead.New(readahead.Config{
 		Logger: log, JobTimeout: cf.jobTimeout, Parallel: cf.prefetchParallel,
-		Capacity: func() (int64, int64) { return c.Capacity(), c.Used() },
+		Capacity: func() (int64, int64) {
+			if c := opened.Load(); c != nil {
+				return c.Capacity(), c.Used()
+			}
+			return 0, 0
+		},
 	})
 	policy := ra.Policy()
 	if cf.policy != policyOrder {
@@ -75,6 +83,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 		ra.Close()
 		return nil, err
 	}
+	opened.Store(c)
 	if cf.capacity == 0 {
 		free, err := freeSpace(cf.dir)
 		if err != nil {

@@ -1,0 +1,576 @@
+// Command benchhot measures dsmount's hot read path (everything already in
+// the chunk cache, the dataset fits in RAM) side by side with the same
+// reads of the local source directory, in one run, each figure the best of
+// --rounds (these machines are shared and noisy; rounds alternate which
+// side goes first). The mount is `dsmount mount SRC MNT --cache-dir ...
+// --cache-size ... --fast-path=MODE` of a local directory; after `dsmount
+// warm MNT` and one untimed pass through the mount that checks every
+// file's size and CRC-32C against the source (and warms the kernel page
+// cache), it measures:
+//
+//  1. hot epoch: --files files of --file-size bytes, --readers goroutines
+//     taking the next path of one shuffled order from a shared index, each
+//     doing open / read-all / close (testenv.ReadAllInOrder); files/s,
+//     mount vs direct (source page cache warm). Target >= 0.9x.
+//  2. `dd if=FILE of=/dev/null bs=1M` of one --large-mib file, MB/s by dd's
+//     own clock, mount vs direct, both page caches warm. Target >= 0.95x.
+//     Also, for context, the mount with the file's page cache dropped first
+//     (posix_fadvise DONTNEED on a fd of the file through the mount, which
+//     leaves the source's and the daemon's cache file's pages alone), vs
+//     direct warm. The share of the file's pages resident as a fresh
+//     opener sees them (open, mmap, mincore) is reported before each.
+//  3. a real torch DataLoader (python/tests/bench_loader.py, --python):
+//     a Dataset of torch.frombuffer(file bytes), num_workers 4, batch 32,
+//     shuffle; one warm-up epoch then one timed epoch per invocation;
+//     samples/s, mount vs direct. Target >= 0.8x.
+//  4. `ls -lR` of the tree (LC_ALL=C, to /dev/null), wall time, mount vs
+//     direct, after one untimed warm-up each (whose outputs are compared:
+//     names, types, file sizes). Target: mount <= 2x direct.
+//  5. the daemon's CPU seconds (/proc/PID/stat) during the timed mount
+//     epochs of pass 1, per 1,000 files, and its RSS after the passes.
+//
+// After the passes every file is checked through the mount again (CRC-32C).
+// The program exits 0 when a target is missed (it is a measurement) and
+// non-zero on errors (a wrong byte included). Usage: go run ./test/benchhot
+// [flags]; needs root (FUSE). An empty --fast-path (--fast-path=) leaves
+// the flag off the mount command (for a binary without it); --bin runs a
+// prebuilt binary instead of building this checkout's.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+type config struct {
+	files, fileSize, readers int
+	largeMiB                 int64
+	fastPath                 string
+	rounds                   int
+	skipLoader, skipLS       bool
+	skipLarge                bool
+	seed                     int64
+	cacheSize                string
+	bin                      string
+	python                   string
+	workers, batch           int
+}
+
+// pass is one side-by-side comparison: a value per round for each side.
+type pass struct {
+	name          string
+	unit          string // of the values: "files/s", "MB/s", "samples/s", "s"
+	lowerIsBetter bool   // times
+	target        float64
+	refName       string
+	ref, mnt      []float64
+	notes         []string
+}
+
+func (p *pass) best(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	b := v[0]
+	for _, x := range v[1:] {
+		if p.lowerIsBetter && x < b || !p.lowerIsBetter && x > b {
+			b = x
+		}
+	}
+	return b
+}
+
+func (p *pass) ratio() float64 { return p.best(p.mnt) / p.best(p.ref) }
+
+func (p *pass) targetText() string {
+	switch {
+	case p.target == 0:
+		return "context"
+	case p.lowerIsBetter:
+		return fmt.Sprintf("<= %.2fx", p.target)
+	default:
+		return fmt.Sprintf(">= %.2fx", p.target)
+	}
+}
+
+func (p *pass) verdict() string {
+	r := p.ratio()
+	switch {
+	case p.target == 0:
+		return "-"
+	case math.IsNaN(r):
+		return "n/a"
+	case p.lowerIsBetter && r <= p.target, !p.lowerIsBetter && r >= p.target:
+		return "PASS"
+	default:
+		return "MISSES"
+	}
+}
+
+func (p *pass) fmtValue(v float64) string {
+	switch p.unit {
+	case "s":
+		return fmt.Sprintf("%.3f s", v)
+	default:
+		return fmt.Sprintf("%.0f %s", v, p.unit)
+	}
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.files, "files", 10000, "number of small files")
+	flag.IntVar(&c.fileSize, "file-size", 110_000, "size of each small file in bytes")
+	flag.IntVar(&c.readers, "readers", 8, "parallel readers in the hot epoch (pass 1)")
+	flag.Int64Var(&c.largeMiB, "large-mib", 256, "size of the large file in MiB (pass 2)")
+	flag.StringVar(&c.fastPath, "fast-path", "auto", "dsmount mount --fast-path=MODE (auto, no-open, passthrough, off); '' leaves the flag off")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds of every pass; each side's best is kept")
+	flag.BoolVar(&c.skipLoader, "skip-loader", false, "skip pass 3 (torch DataLoader)")
+	flag.BoolVar(&c.skipLS, "skip-ls", false, "skip pass 4 (ls -lR)")
+	flag.BoolVar(&c.skipLarge, "skip-large", false, "skip pass 2 (dd of the large file)")
+	flag.Int64Var(&c.seed, "seed", 1, "shuffle seed")
+	flag.StringVar(&c.cacheSize, "cache-size", "20G", "dsmount mount --cache-size")
+	flag.StringVar(&c.bin, "bin", "", "a dsmount binary to use (default: go build ./cmd/dsmount of this checkout)")
+	flag.StringVar(&c.python, "python", "/usr/bin/python3", "Python with torch, for pass 3")
+	flag.IntVar(&c.workers, "loader-workers", 4, "DataLoader num_workers (pass 3)")
+	flag.IntVar(&c.batch, "loader-batch", 32, "DataLoader batch_size (pass 3)")
+	flag.Parse()
+	if c.rounds < 1 {
+		c.rounds = 1
+	}
+	if c.largeMiB <= 0 {
+		c.skipLarge = true
+	}
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("benchhot: ")
+
+	t := testenv.NewProgramT("dsmount-benchhot")
+	defer t.Close()
+	work := t.TempDir()
+	repo, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+
+	// The dataset.
+	src := filepath.Join(work, "src")
+	os.MkdirAll(src, 0o755)
+	spec := testenv.DatasetSpec{Seed: 11, SmallFiles: c.files, SmallMin: c.fileSize, SmallMax: c.fileSize, FilesPerDir: 500, MaxDepth: 2}
+	if !c.skipLarge {
+		spec.LargeFiles = []int64{c.largeMiB << 20}
+	}
+	t0 := time.Now()
+	paths := testenv.GenerateDataset(t, src, spec)
+	var small []string
+	var large string
+	for _, p := range paths {
+		if strings.HasPrefix(p, "large/") {
+			large = p
+		} else {
+			small = append(small, p)
+		}
+	}
+	sort.Strings(small)
+	log.Printf("dataset: %d files of %d B%s in %s, generated in %v", len(small), c.fileSize,
+		map[bool]string{true: "", false: fmt.Sprintf(" + %d MiB file", c.largeMiB)}[c.skipLarge], src, time.Since(t0).Round(time.Millisecond))
+
+	// The binary, and whether it knows --fast-path.
+	bin := c.bin
+	if bin == "" {
+		if bin, err = testenv.BuildDsmount(filepath.Join(work, "bin")); err != nil {
+			t.Fatalf("build: %v", err)
+		}
+	}
+	help := testenv.RunCLI(bin, nil, 30*time.Second, "mount", "--help")
+	hasFastPath := strings.Contains(help.Stdout+help.Stderr, "--fast-path")
+	if c.fastPath != "" && !hasFastPath {
+		t.Fatalf("%s mount --help shows no --fast-path flag; pass --fast-path '' to measure this binary without it", bin)
+	}
+
+	// Reference sizes and checksums (untimed); this also leaves the source
+	// in the page cache.
+	t0 = time.Now()
+	sizes, crcs, err := checksums(src, small, c.readers)
+	if err != nil {
+		t.Fatalf("checksumming the source: %v", err)
+	}
+	var smallBytes int64
+	for _, n := range sizes {
+		smallBytes += n
+	}
+	var largeSize int64
+	var largeCRC uint32
+	if large != "" {
+		if largeSize, largeCRC, err = crcFile(filepath.Join(src, large)); err != nil {
+			t.Fatalf("%v", err)
+		}
+	}
+	log.Printf("source checksummed (CRC-32C) in %v", time.Since(t0).Round(time.Millisecond))
+
+	// The mount.
+	mnt := filepath.Join(work, "mnt")
+	os.MkdirAll(mnt, 0o755)
+	mountArgs := []string{"--cache-dir", filepath.Join(work, "cache"), "--cache-size", c.cacheSize}
+	if c.fastPath != "" {
+		mountArgs = append(mountArgs, "--fast-path="+c.fastPath)
+	}
+	m := testenv.StartMount(t, testenv.MountConfig{Bin: bin, Source: src, Mountpoint: mnt, Args: mountArgs})
+	pid := m.Pid()
+	fastPath := "(not reported)"
+	if st, err := statsJSON(bin, mnt); err != nil {
+		t.Fatalf("%v", err)
+	} else if fp := fastPathOf(st, mnt); fp != "" {
+		fastPath = fp
+	}
+	log.Printf("mounted (pid %d): dsmount mount %s %s %s; stats fast_path: %s", pid, src, mnt, strings.Join(mountArgs, " "), fastPath)
+
+	// Fill the chunk cache, then one untimed checked pass through the mount
+	// (fills the mount's page cache too).
+	wr := testenv.RunCLI(bin, nil, 30*time.Minute, "warm", mnt, "--json")
+	if wr.ExitCode != 0 {
+		t.Fatalf("dsmount warm %s: exit %d\n%s%s", mnt, wr.ExitCode, wr.Stdout, wr.Stderr)
+	}
+	log.Printf("dsmount warm: %v: %s", wr.Duration.Round(time.Millisecond), strings.TrimSpace(wr.Stdout))
+	el, err := verifyTree(mnt, small, c.readers, c.seed+1000, sizes, crcs)
+	if err != nil {
+		t.Fatalf("checking the files through the mount: %v", err)
+	}
+	log.Printf("checked %d files through the mount (size and CRC-32C) in %v", len(small), el.Round(time.Millisecond))
+	if large != "" {
+		t0 := time.Now()
+		n, crc, err := crcFile(filepath.Join(mnt, large))
+		if err != nil || n != largeSize || crc != largeCRC {
+			t.Fatalf("%s through the mount: %d bytes CRC-32C %08x (err %v); the source: %d bytes %08x", large, n, crc, err, largeSize, largeCRC)
+		}
+		log.Printf("checked %s through the mount (CRC-32C) in %v", large, time.Since(t0).Round(time.Millisecond))
+	}
+	stats0, _ := statsJSON(bin, mnt)
+
+	var passes []*pass
+	var cpuPerK []float64 // daemon CPU s per 1,000 files, per timed mount epoch of pass 1
+
+	// Pass 1: hot epoch.
+	p1 := &pass{name: fmt.Sprintf("1. hot epoch, %d x %d B, %d readers", len(small), c.fileSize, c.readers),
+		unit: "files/s", target: 0.9, refName: "direct"}
+	epoch := func(root string, order []string) float64 {
+		var n atomic.Int64
+		start := time.Now()
+		err := testenv.ReadAllInOrder(root, order, c.readers, func(_ string, data []byte) error {
+			n.Add(int64(len(data)))
+			return nil
+		})
+		el := time.Since(start)
+		if err != nil {
+			t.Fatalf("hot epoch over %s: %v", root, err)
+		}
+		if n.Load() != smallBytes {
+			t.Fatalf("hot epoch over %s read %d bytes; the files hold %d", root, n.Load(), smallBytes)
+		}
+		return float64(len(order)) / el.Seconds()
+	}
+	for r := 0; r < c.rounds; r++ {
+		order := testenv.Shuffled(small, c.seed+int64(r))
+		sides(r, func() { p1.ref = append(p1.ref, epoch(src, order)) }, func() {
+			c0 := procCPU(pid)
+			p1.mnt = append(p1.mnt, epoch(mnt, order))
+			cpuPerK = append(cpuPerK, (procCPU(pid)-c0)/float64(len(order))*1000)
+		})
+		log.Printf("pass 1 round %d: direct %.0f files/s, mount %.0f files/s (daemon %.3f CPU-s/1000 files)", r+1, p1.ref[r], p1.mnt[r], cpuPerK[r])
+	}
+	passes = append(passes, p1)
+
+	// Pass 2: dd of the large file.
+	if large != "" {
+		srcLarge, mntLarge := filepath.Join(src, large), filepath.Join(mnt, large)
+		p2 := &pass{name: fmt.Sprintf("2. dd bs=1M, %d MiB file, page cache warm", c.largeMiB), unit: "MB/s", target: 0.95, refName: "direct"}
+		p2d := &pass{name: "2b. same, mount's page cache dropped", unit: "MB/s", refName: "direct warm"}
+		ddRate := func(file string) float64 {
+			n, sec, err := dd(file)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			if n != largeSize {
+				t.Fatalf("dd %s copied %d bytes; the file has %d", file, n, largeSize)
+			}
+			return float64(n) / 1e6 / sec
+		}
+		var resWarm, resDropped, resSrc []float64
+		dcpu := []float64{}
+		for r := 0; r < c.rounds; r++ {
+			sides(r, func() {
+				f, _ := residency(srcLarge)
+				resSrc = append(resSrc, f)
+				p2.ref = append(p2.ref, ddRate(srcLarge))
+			}, func() {
+				f, err := residency(mntLarge)
+				if err != nil {
+					log.Printf("residency of %s: %v", mntLarge, err)
+				}
+				resWarm = append(resWarm, f)
+				c0 := procCPU(pid)
+				p2.mnt = append(p2.mnt, ddRate(mntLarge))
+				dcpu = append(dcpu, procCPU(pid)-c0)
+			})
+			if err := dropFileCache(mntLarge); err != nil {
+				t.Fatalf("fadvise DONTNEED through the mount: %v", err)
+			}
+			f, _ := residency(mntLarge)
+			resDropped = append(resDropped, f)
+			c0 := procCPU(pid)
+			p2d.mnt = append(p2d.mnt, ddRate(mntLarge))
+			dcpu = append(dcpu, procCPU(pid)-c0)
+			p2d.ref = append(p2d.ref, p2.ref[r])
+			log.Printf("pass 2 round %d: direct %.0f MB/s, mount warm %.0f MB/s, mount dropped %.0f MB/s (resident before: src %.0f%%, mount %.0f%%, after DONTNEED %.0f%%)",
+				r+1, p2.ref[r], p2.mnt[r], p2d.mnt[r], 100*resSrc[r], 100*resWarm[r], 100*resDropped[r])
+		}
+		p2.notes = append(p2.notes, fmt.Sprintf("dd's own MB/s; pages resident before dd (open+mmap+mincore): source %s, mount %s",
+			pctList(resSrc), pctList(resWarm)))
+		p2d.notes = append(p2d.notes, fmt.Sprintf("posix_fadvise(DONTNEED) on a fd of the file through the mount before each dd (drops the mount file's pages only, not the source's nor the daemon's cache file's); resident after it: %s",
+			pctList(resDropped)))
+		if mean(resDropped) > 0.5 {
+			p2d.notes = append(p2d.notes, "DONTNEED through the mount left the pages resident (passthrough: the kernel reads the cache file, whose page cache a fadvise on the FUSE fd does not touch), so this row is another warm figure")
+		}
+		p2d.notes = append(p2d.notes, fmt.Sprintf("daemon CPU-s per dd (warm, dropped alternating): %s", floatList(dcpu, "%.3f")))
+		passes = append(passes, p2, p2d)
+	}
+
+	// Pass 3: a torch DataLoader.
+	if !c.skipLoader {
+		list := filepath.Join(work, "files.txt")
+		if err := writeList(list, small); err != nil {
+			t.Fatalf("%v", err)
+		}
+		script := filepath.Join(repo, "python", "tests", "bench_loader.py")
+		p3 := &pass{name: fmt.Sprintf("3. torch DataLoader, %d workers, batch %d, shuffle", c.workers, c.batch),
+			unit: "samples/s", target: 0.8, refName: "direct"}
+		var dcpu []float64
+		loader := func(root string, r int) float64 {
+			cmd := exec.Command(c.python, script, "--root", root, "--list", list, "--epochs", "1", "--warmup", "1",
+				"--workers", fmt.Sprint(c.workers), "--batch-size", fmt.Sprint(c.batch), "--seed", fmt.Sprint(c.seed+int64(r)))
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repo, "python"))
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", strings.Join(cmd.Args, " "), err, stdout.String(), stderr.String())
+			}
+			var res struct {
+				Samples int64   `json:"samples"`
+				Seconds float64 `json:"seconds"`
+				Bytes   int64   `json:"bytes"`
+			}
+			if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
+				t.Fatalf("bench_loader.py: %v: %q", err, stdout.String())
+			}
+			if res.Samples != int64(len(small)) || res.Bytes != smallBytes {
+				t.Fatalf("bench_loader.py over %s: %d samples / %d bytes, want %d / %d", root, res.Samples, res.Bytes, len(small), smallBytes)
+			}
+			return float64(res.Samples) / res.Seconds
+		}
+		for r := 0; r < c.rounds; r++ {
+			sides(r, func() { p3.ref = append(p3.ref, loader(src, r)) }, func() {
+				c0 := procCPU(pid)
+				p3.mnt = append(p3.mnt, loader(mnt, r))
+				dcpu = append(dcpu, procCPU(pid)-c0)
+			})
+			log.Printf("pass 3 round %d: direct %.0f samples/s, mount %.0f samples/s", r+1, p3.ref[r], p3.mnt[r])
+		}
+		p3.notes = append(p3.notes, "each: one invocation of python/tests/bench_loader.py, a warm-up epoch then the timed one; item = torch.frombuffer(file bytes), default collate",
+			fmt.Sprintf("daemon CPU-s per invocation (2 epochs): %s", floatList(dcpu, "%.3f")))
+		passes = append(passes, p3)
+	}
+
+	// Pass 4: ls -lR.
+	if !c.skipLS {
+		p4 := &pass{name: fmt.Sprintf("4. ls -lR of the tree (%d files)", len(paths)), unit: "s", lowerIsBetter: true, target: 2, refName: "direct"}
+		var srcOut, mntOut bytes.Buffer
+		if _, err := lsLR(src, &srcOut); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if _, err := lsLR(mnt, &mntOut); err != nil {
+			t.Fatalf("%v", err)
+		}
+		a, b := lsShape(srcOut.String(), src), lsShape(mntOut.String(), mnt)
+		if d := firstDiff(a, b); d != "" {
+			t.Fatalf("ls -lR through the mount differs from the source's: %s", d)
+		}
+		p4.notes = append(p4.notes, fmt.Sprintf("after one untimed warm-up each, whose listings match (%d lines: names, types, file sizes); output to /dev/null, LC_ALL=C", len(a)))
+		devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		ls := func(root string) float64 {
+			el, err := lsLR(root, devnull)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			return el.Seconds()
+		}
+		var dcpu []float64
+		for r := 0; r < c.rounds; r++ {
+			sides(r, func() { p4.ref = append(p4.ref, ls(src)) }, func() {
+				c0 := procCPU(pid)
+				p4.mnt = append(p4.mnt, ls(mnt))
+				dcpu = append(dcpu, procCPU(pid)-c0)
+			})
+			log.Printf("pass 4 round %d: direct %.3f s, mount %.3f s", r+1, p4.ref[r], p4.mnt[r])
+		}
+		devnull.Close()
+		p4.notes = append(p4.notes, fmt.Sprintf("daemon CPU-s per ls: %s", floatList(dcpu, "%.3f")))
+		passes = append(passes, p4)
+	}
+
+	// After the passes: memory, stats, a last check of every byte, logs.
+	rss, hwm := procMem(pid)
+	stats1, err := statsJSON(bin, mnt)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if fp := fastPathOf(stats1, mnt); fp != "" {
+		fastPath = fp
+	}
+	el, err = verifyTree(mnt, small, c.readers, c.seed+2000, sizes, crcs)
+	if err != nil {
+		t.Fatalf("final check through the mount: %v", err)
+	}
+	log.Printf("checked %d files through the mount again after the passes in %v", len(small), el.Round(time.Millisecond))
+	logs := problemLogs(m)
+	m.Stop()
+
+	report(c, passes, cpuPerK, rss, hwm, fastPath, hasFastPath, stats0, stats1, mnt, logs, bin)
+}
+
+// sides runs the round's two sides, direct first in even rounds and the
+// mount first in odd ones.
+func sides(round int, direct, mount func()) {
+	if round%2 == 0 {
+		direct()
+		mount()
+	} else {
+		mount()
+		direct()
+	}
+}
+
+func firstDiff(a, b []string) string {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return fmt.Sprintf("line %d: source %q, mount %q", i, a[i], b[i])
+		}
+	}
+	if len(a) != len(b) {
+		return fmt.Sprintf("source %d lines, mount %d", len(a), len(b))
+	}
+	return ""
+}
+
+func pctList(v []float64) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprintf("%.0f%%", 100*x))
+	}
+	return strings.Join(s, " ")
+}
+
+func floatList(v []float64, f string) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprintf(f, x))
+	}
+	return strings.Join(s, " ")
+}
+
+func mean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+func report(c config, passes []*pass, cpuPerK []float64, rss, hwm int64, fastPath string, hasFlag bool,
+	stats0, stats1 map[string]any, mnt string, logs []string, bin string) {
+	host, _ := os.Hostname()
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	fmt.Printf("\nbenchhot: %s, kernel %s, %d CPUs; dsmount %s; --fast-path %s (binary has the flag: %v); stats fast_path: %s\n",
+		host, strings.TrimSpace(string(kernel)), runtime.NumCPU(), bin, shellQuote(c.fastPath), hasFlag, fastPath)
+	fmt.Printf("each figure: best of %d rounds per side (rounds alternate which side goes first)\n\n", c.rounds)
+
+	fmt.Printf("%-50s %-24s %-18s %8s %9s  %s\n", "pass", "reference", "mount", "ratio", "target", "result")
+	for _, p := range passes {
+		fmt.Printf("%-50s %-24s %-18s %7.2fx %9s  %s\n", p.name, p.refName+" "+p.fmtValue(p.best(p.ref)), p.fmtValue(p.best(p.mnt)),
+			p.ratio(), p.targetText(), p.verdict())
+	}
+	if len(cpuPerK) > 0 {
+		minC := cpuPerK[0]
+		for _, x := range cpuPerK {
+			minC = math.Min(minC, x)
+		}
+		fmt.Printf("%-50s %-24s %-18s %8s %9s  %s\n", "5. daemon CPU during pass 1", "-",
+			fmt.Sprintf("%.3f s/1000 files", mean(cpuPerK)), "", "-", fmt.Sprintf("mean of %d epochs (min %.3f)", len(cpuPerK), minC))
+	}
+	fmt.Printf("%-50s %-24s %-18s %8s %9s  %s\n", "5. daemon RSS after the passes", "-",
+		fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)), "", "-", fmt.Sprintf("peak (VmHWM) %.1f MiB", float64(hwm)/(1<<20)))
+
+	fmt.Printf("\nrounds (reference | mount):\n")
+	for _, p := range passes {
+		var r, m []string
+		for i := range p.ref {
+			r = append(r, p.fmtValue(p.ref[i]))
+		}
+		for i := range p.mnt {
+			m = append(m, p.fmtValue(p.mnt[i]))
+		}
+		fmt.Printf("  %s: %s | %s\n", p.name, strings.Join(r, ", "), strings.Join(m, ", "))
+		for _, n := range p.notes {
+			fmt.Printf("      %s\n", n)
+		}
+	}
+	m0, m1 := mountEntry(stats0, mnt), mountEntry(stats1, mnt)
+	fmt.Printf("\ndsmount stats over the timed passes: reads %d, hits %d, misses %d, bytes_from_backend %d (after warm + check: reads %d, hits %d, misses %d)\n",
+		num(m1, "reads")-num(m0, "reads"), num(m1, "hits")-num(m0, "hits"), num(m1, "misses")-num(m0, "misses"),
+		num(m1, "bytes_from_backend")-num(m0, "bytes_from_backend"), num(m0, "reads"), num(m0, "hits"), num(m0, "misses"))
+	fmt.Printf("bytes checked: every file through the mount after `dsmount warm` and again after the passes (size + CRC-32C vs the source)\n")
+	if len(logs) > 0 {
+		fmt.Printf("daemon WARN/ERROR or non-JSON stderr lines: %d; first ones:\n", len(logs))
+		for i, l := range logs {
+			if i == 5 {
+				break
+			}
+			fmt.Printf("  %s\n", l)
+		}
+	} else {
+		fmt.Printf("daemon logged no WARN/ERROR\n")
+	}
+
+	repo, _ := testenv.RepoRoot()
+	args := []string{"go", "run", "./test/benchhot",
+		fmt.Sprintf("--files=%d", c.files), fmt.Sprintf("--file-size=%d", c.fileSize), fmt.Sprintf("--readers=%d", c.readers),
+		fmt.Sprintf("--large-mib=%d", c.largeMiB), "--fast-path=" + shellQuote(c.fastPath), fmt.Sprintf("--rounds=%d", c.rounds),
+		fmt.Sprintf("--seed=%d", c.seed), "--cache-size=" + shellQuote(c.cacheSize), "--python=" + shellQuote(c.python),
+		fmt.Sprintf("--loader-workers=%d", c.workers), fmt.Sprintf("--loader-batch=%d", c.batch)}
+	if c.bin != "" {
+		args = append(args, "--bin="+shellQuote(c.bin))
+	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{c.skipLoader, "--skip-loader"}, {c.skipLS, "--skip-ls"}, {c.skipLarge, "--skip-large"}} {
+		if f.on {
+			args = append(args, f.name)
+		}
+	}
+	fmt.Printf("\nreproduce: cd %s && %s\n", shellQuote(repo), strings.Join(args, " "))
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checksums reads every root/<p> with `readers` parallel readers and
+// returns each file's size and CRC-32C.
+func checksums(root string, paths []string, readers int) (map[string]int64, map[string]uint32, error) {
+	sizes := make(map[string]int64, len(paths))
+	crcs := make(map[string]uint32, len(paths))
+	var mu sync.Mutex
+	err := testenv.ReadAllInOrder(root, paths, readers, func(p string, data []byte) error {
+		c := crc32.Checksum(data, castagnoli)
+		mu.Lock()
+		sizes[p], crcs[p] = int64(len(data)), c
+		mu.Unlock()
+		return nil
+	})
+	return sizes, crcs, err
+}
+
+// crcFile streams path and returns its size and CRC-32C.
+func crcFile(path string) (int64, uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	h := crc32.New(castagnoli)
+	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
+	return n, h.Sum32(), err
+}
+
+// verifyTree reads every path under mnt (shuffled, `readers` in parallel)
+// and compares its size and CRC-32C with the source's.
+func verifyTree(mnt string, paths []string, readers int, seed int64, sizes map[string]int64, crcs map[string]uint32) (time.Duration, error) {
+	start := time.Now()
+	err := testenv.ReadAllShuffled(mnt, paths, readers, seed, func(p string, data []byte) error {
+		if int64(len(data)) != sizes[p] {
+			return fmt.Errorf("%s through the mount: %d bytes, the source has %d", p, len(data), sizes[p])
+		}
+		if c := crc32.Checksum(data, castagnoli); c != crcs[p] {
+			return fmt.Errorf("%s through the mount: CRC-32C %08x, the source's is %08x", p, c, crcs[p])
+		}
+		return nil
+	})
+	return time.Since(start), err
+}
+
+// procCPU is the CPU seconds (user+system) pid has used so far.
+func procCPU(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	s := string(data)
+	s = s[strings.LastIndexByte(s, ')')+2:]
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return -1
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// procMem is pid's VmRSS and VmHWM (peak RSS) in bytes.
+func procMem(pid int) (rss, hwm int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1, -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			hwm = kb << 10
+		}
+	}
+	return rss, hwm
+}
+
+var ddOut = regexp.MustCompile(`(?m)^(\d+) bytes.* copied, ([0-9.]+(?:e[-+]?\d+)?) s,`)
+
+// dd runs `dd if=file of=/dev/null bs=1M` and returns the bytes and seconds
+// dd reports (its own clock, without the process start).
+func dd(file string) (int64, float64, error) {
+	cmd := exec.Command("dd", "if="+file, "of=/dev/null", "bs=1M")
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("dd if=%s: %v: %s", file, err, out)
+	}
+	m := ddOut.FindSubmatch(out)
+	if m == nil {
+		return 0, 0, fmt.Errorf("dd if=%s: cannot parse %q", file, out)
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	sec, _ := strconv.ParseFloat(string(m[2]), 64)
+	return n, sec, nil
+}
+
+// dropFileCache asks the kernel to drop path's page cache
+// (posix_fadvise(POSIX_FADV_DONTNEED) on a fd of it).
+func dropFileCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// residency is the share of path's pages in the page cache as a fresh
+// opener sees it: open, mmap, mincore. For a file in a FUSE mount the open
+// itself goes through the filesystem (which may invalidate the cache).
+func residency(path string) (float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := int(st.Size())
+	if size == 0 {
+		return 1, nil
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		if data, err = unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE); err != nil {
+			return 0, fmt.Errorf("mmap %s: %w", path, err)
+		}
+	}
+	defer unix.Munmap(data)
+	pg := os.Getpagesize()
+	vec := make([]byte, (size+pg-1)/pg)
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&data[0])), uintptr(size), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return 0, fmt.Errorf("mincore %s: %w", path, e)
+	}
+	in := 0
+	for _, v := range vec {
+		if v&1 != 0 {
+			in++
+		}
+	}
+	return float64(in) / float64(len(vec)), nil
+}
+
+// lsLR runs `ls -lR root` (LC_ALL=C) writing to out and returns its wall
+// time.
+func lsLR(root string, out io.Writer) (time.Duration, error) {
+	cmd := exec.Command("ls", "-lR", root)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.Stdout = out
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	el := time.Since(start)
+	if err != nil {
+		return el, fmt.Errorf("ls -lR %s: %v: %s", root, err, stderr.String())
+	}
+	return el, nil
+}
+
+// lsShape is `ls -lR` output reduced to what a mount must reproduce of its
+// source: each directory's path below root, and per entry its type, name
+// and (regular files) size; modes, owners, link counts and times dropped.
+func lsShape(out, root string) []string {
+	var shape []string
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case line == "", strings.HasPrefix(line, "total "):
+			continue
+		case strings.HasSuffix(line, ":") && strings.HasPrefix(line, root):
+			shape = append(shape, "dir "+strings.TrimPrefix(line, root))
+		default:
+			f := strings.Fields(line)
+			if len(f) < 9 {
+				shape = append(shape, line)
+				continue
+			}
+			// mode links owner group size month day time name...; a
+			// directory's size is the filesystem's business.
+			size := f[4]
+			if f[0][0] != '-' {
+				size = "-"
+			}
+			shape = append(shape, f[0][:1]+" "+size+" "+strings.Join(f[8:], " "))
+		}
+	}
+	return shape
+}
+
+// statsJSON runs `dsmount stats MOUNTPOINT --json` and decodes it loosely.
+func statsJSON(bin, mnt string) (map[string]any, error) {
+	r := testenv.RunCLI(bin, nil, 30*time.Second, "stats", mnt, "--json")
+	if r.ExitCode != 0 {
+		return nil, fmt.Errorf("dsmount stats %s --json: exit %d: %s%s", mnt, r.ExitCode, r.Stdout, r.Stderr)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &m); err != nil {
+		return nil, fmt.Errorf("dsmount stats --json: %v: %q", err, r.Stdout)
+	}
+	return m, nil
+}
+
+// mountEntry is this mount's object in stats: the "mounts" entry whose
+// mountpoint is mnt, else "mount".
+func mountEntry(stats map[string]any, mnt string) map[string]any {
+	if ms, ok := stats["mounts"].([]any); ok {
+		for _, e := range ms {
+			if o, ok := e.(map[string]any); ok && o["mountpoint"] == mnt {
+				return o
+			}
+		}
+	}
+	o, _ := stats["mount"].(map[string]any)
+	return o
+}
+
+// fastPathOf is the "fast_path" stats reports for the mount ("" if absent).
+func fastPathOf(stats map[string]any, mnt string) string {
+	if o := mountEntry(stats, mnt); o != nil {
+		if v, ok := o["fast_path"]; ok {
+			return fmt.Sprint(v)
+		}
+	}
+	if v, ok := stats["fast_path"]; ok {
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+func num(o map[string]any, key string) int64 {
+	if o == nil {
+		return -1
+	}
+	if f, ok := o[key].(float64); ok {
+		return int64(f)
+	}
+	return -1
+}
+
+// problemLogs are the daemon's stderr lines that are WARN or ERROR JSON
+// records or not JSON records at all (a panic, say).
+func problemLogs(m *testenv.Mount) []string {
+	var out []string
+	for _, line := range strings.Split(m.Stderr(), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			out = append(out, line)
+			continue
+		}
+		if lv, _ := rec["level"].(string); strings.EqualFold(lv, "warn") || strings.EqualFold(lv, "error") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// shellQuote quotes s for a POSIX shell if it needs it.
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	if strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' ||
+			(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func writeList(path string, paths []string) error {
+	return os.WriteFile(path, []byte(strings.Join(paths, "\n")+"\n"), 0o644)
+}

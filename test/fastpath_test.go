@@ -1,0 +1,150 @@
+package test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+func mountLocal(t *testing.T, src string, extra ...string) (*testenv.Mount, string) {
+	t.Helper()
+	mp := t.TempDir()
+	args := append([]string{"--cache-dir", t.TempDir(), "--cache-size", "1G"}, extra...)
+	return testenv.StartMount(t, testenv.MountConfig{Bin: dsmountBin, Source: src, Mountpoint: mp, Args: args}), mp
+}
+
+// TestNoOpenHotReadsSkipTheDaemon: a dataset of small files mounts in
+// no-open mode (auto); a first pass reads every byte right, and a second
+// pass is served by the kernel alone: the daemon sees no read. The control
+// entry still works (stats, warm --check, order), and writes still fail.
+func TestNoOpenHotReadsSkipTheDaemon(t *testing.T) {
+	src := t.TempDir()
+	paths := testenv.GenerateDataset(t, src, testenv.DatasetSpec{Seed: 51, SmallFiles: 300, SmallMax: 128 << 10, FilesPerDir: 100, MaxDepth: 2})
+	_, mp := mountLocal(t, src)
+	if fp := testenv.Stats(t, dsmountBin, mp).Mount.FastPath; fp != "no-open" {
+		t.Fatalf("a mount of small files runs fast path %q; want no-open", fp)
+	}
+	testenv.CompareTree(t, src, mp, paths, 8, 1)
+	cold := testenv.Stats(t, dsmountBin, mp).Mount
+	if cold.Reads == 0 {
+		t.Fatal("the first pass reached the daemon with no read")
+	}
+	testenv.CompareTree(t, src, mp, paths, 8, 2)
+	hot := testenv.Stats(t, dsmountBin, mp).Mount
+	if hot.Reads != cold.Reads {
+		t.Errorf("a hot pass in no-open mode made %d daemon reads; want none (the kernel serves it)", hot.Reads-cold.Reads)
+	}
+
+	if c := testenv.WarmCheckT(t, dsmountBin, mp); c.FilesCached != c.FilesTotal || c.FilesTotal != int64(len(paths)) {
+		t.Errorf("warm --check on a no-open mount: %+v; want all %d files cached", c, len(paths))
+	}
+	list := writeList(t, t.TempDir(), "order", paths)
+	if res := declare(t, mp, "job", 0, list); res.Declared != len(paths) {
+		t.Errorf("order on a no-open mount declared %d of %d", res.Declared, len(paths))
+	}
+
+	f, err := os.OpenFile(mpPath(mp, paths[0]), os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.Write([]byte("x"))
+		f.Close()
+	}
+	if !errors.Is(err, syscall.EROFS) && !errors.Is(err, syscall.EACCES) && !errors.Is(err, syscall.EPERM) {
+		t.Errorf("writing a file of a no-open mount: %v; want EROFS", err)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "new"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("creating a file: %v; want EROFS", err)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "sub", ".dsmount-control.x"), nil, 0o644); err == nil {
+		t.Error("a control session below the root was created")
+	}
+}
+
+// TestPassthroughLargeFile: a dataset of large files mounts in passthrough
+// (auto). A file read while not wholly cached is served through the page
+// cache, also for a second handle opened while the first is open (the
+// kernel would refuse to mix the two kinds); once cached and closed, a new
+// open is passthrough: the bytes match and the daemon sees no read. Where
+// the kernel can't do passthrough, the mount must say so and serve through
+// the page cache.
+func TestPassthroughLargeFile(t *testing.T) {
+	src := t.TempDir()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3<<20) // 48 MiB
+	for i := range big {
+		big[i] ^= byte(i >> 12)
+	}
+	if err := os.WriteFile(filepath.Join(src, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "small.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, mp := mountLocal(t, src)
+	file := filepath.Join(mp, "big.bin")
+
+	f1, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 1<<20)
+	if _, err := io.ReadFull(f1, head); err != nil || !bytes.Equal(head, big[:1<<20]) {
+		t.Fatalf("first MiB through the mount: %v (bytes equal: %v)", err, bytes.Equal(head, big[:1<<20]))
+	}
+	// A second handle while the first (page-cache) one is open.
+	got, err := os.ReadFile(file)
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("whole file through a second handle: %v (bytes equal: %v)", err, bytes.Equal(got, big))
+	}
+	f1.Close()
+	waitNoFetches(t, mp)
+
+	s := testenv.Stats(t, dsmountBin, mp).Mount
+	before := s.Reads
+	got, err = os.ReadFile(file)
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("whole file once cached: %v (bytes equal: %v)", err, bytes.Equal(got, big))
+	}
+	after := testenv.Stats(t, dsmountBin, mp).Mount
+	switch after.FastPath {
+	case "passthrough":
+		// The page cache of the FUSE inode was not used by passthrough
+		// opens, so any read here would have come to the daemon.
+		if after.Reads != before {
+			t.Errorf("a passthrough read of a cached file made %d daemon reads; want none", after.Reads-before)
+		}
+	case "off":
+		if !strings.Contains(m.Stderr(), "passthrough is not available") {
+			t.Errorf("passthrough fell back to %q without saying why; log:\n%s", after.FastPath, m.Stderr())
+		}
+		t.Logf("this kernel can't do passthrough; the mount said so and served through the page cache")
+	default:
+		t.Errorf("a mount of large files runs fast path %q; want passthrough (or off, reported)", after.FastPath)
+	}
+}
+
+// TestFastPathFlag: --fast-path takes its four values and refuses others
+// with a one-line usage error.
+func TestFastPathFlag(t *testing.T) {
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := testenv.RunCLI(dsmountBin, nil, time.Minute, "mount", src, t.TempDir(), "--cache-dir", t.TempDir(), "--fast-path", "warp")
+	if msg := strings.TrimSpace(r.Stderr); r.ExitCode != 1 || !strings.Contains(msg, "--fast-path") || strings.Contains(msg, "\n") {
+		t.Errorf("--fast-path warp: exit %d, stderr %q; want exit 1 and one line naming the flag", r.ExitCode, msg)
+	}
+	_, mp := mountLocal(t, src, "--fast-path", "off")
+	if fp := testenv.Stats(t, dsmountBin, mp).Mount.FastPath; fp != "off" {
+		t.Errorf("--fast-path off: stats say %q", fp)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "a")); err != nil || string(b) != "a" {
+		t.Errorf("read with --fast-path off: %q, %v", b, err)
+	}
+}
