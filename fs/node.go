@@ -55,6 +55,7 @@ var (
 	_ gofs.NodeSymlinker = (*node)(nil)
 	_ gofs.NodeLinker    = (*node)(nil)
 	_ gofs.NodeWriter    = (*node)(nil)
+	_ gofs.NodeFlusher   = (*node)(nil)
 
 	_ gofs.NodeOpendirHandler = (*node)(nil)
 )
@@ -217,4 +218,11 @@ func callerPID(ctx context.Context) int {
 		return int(c.Pid)
 	}
 	return 0
+}
+
+// Flush answers ENOSYS: nothing is buffered, and ENOSYS makes the kernel
+// stop sending FLUSH for the connection (no-open mounts can't set
+// FOPEN_NOFLUSH, having no OPEN to answer).
+func (n *node) Flush(ctx context.Context, f gofs.FileHandle) syscall.Errno {
+	return syscall.ENOSYS
 }
