@@ -48,15 +48,16 @@ warnings.filterwarnings("ignore", message="This DataLoader will create")
 class FileBytes(Dataset):
     """Item i is the i-th file's bytes (uint8 tensor), or its length."""
 
-    def __init__(self, root, rel_paths, item):
+    def __init__(self, root, rel_paths, item, buffering=-1):
         self.files = [os.path.join(root, p) for p in rel_paths]
         self.item = item
+        self.buffering = buffering
 
     def __len__(self):
         return len(self.files)
 
     def __getitem__(self, i):
-        with open(self.files[i], "rb") as f:
+        with open(self.files[i], "rb", buffering=self.buffering) as f:
             data = f.read()
         if self.item == "len":
             return torch.tensor(len(data), dtype=torch.int64)
@@ -93,13 +94,15 @@ def main():
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--item", choices=["bytes", "len"], default="bytes")
+    ap.add_argument("--unbuffered", action="store_true",
+                    help="open files with buffering=0 (no isatty() ioctl per open)")
     args = ap.parse_args()
 
     with open(args.list) as f:
         rel = [line.rstrip("\n") for line in f if line.strip()]
     want_bytes = sum(os.stat(os.path.join(args.root, p)).st_size for p in rel)
 
-    ds = FileBytes(args.root, rel, args.item)
+    ds = FileBytes(args.root, rel, args.item, 0 if args.unbuffered else -1)
     gen = torch.Generator()
     gen.manual_seed(args.seed)
     loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,

@@ -62,6 +62,7 @@ type config struct {
 	fastPath                 string
 	rounds                   int
 	skipLoader, skipLS       bool
+	unbuffered               bool
 	skipLarge                bool
 	seed                     int64
 	cacheSize                string
@@ -136,6 +137,7 @@ func main() {
 	flag.IntVar(&c.fileSize, "file-size", 110_000, "size of each small file in bytes")
 	flag.IntVar(&c.readers, "readers", 8, "parallel readers in the hot epoch (pass 1)")
 	flag.Int64Var(&c.largeMiB, "large-mib", 256, "size of the large file in MiB (pass 2)")
+	flag.BoolVar(&c.unbuffered, "loader-unbuffered", false, "the DataLoader's dataset opens files with buffering=0 (no isatty() ioctl per open)")
 	flag.StringVar(&c.fastPath, "fast-path", "auto", "dsmount mount --fast-path=MODE (auto, no-open, passthrough, off); '' leaves the flag off")
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds of every pass; each side's best is kept")
 	flag.BoolVar(&c.skipLoader, "skip-loader", false, "skip pass 3 (torch DataLoader)")
@@ -371,12 +373,19 @@ func main() {
 			t.Fatalf("%v", err)
 		}
 		script := filepath.Join(repo, "python", "tests", "bench_loader.py")
-		p3 := &pass{name: fmt.Sprintf("3. torch DataLoader, %d workers, batch %d, shuffle", c.workers, c.batch),
+		how := ""
+		if c.unbuffered {
+			how = ", open(buffering=0)"
+		}
+		p3 := &pass{name: fmt.Sprintf("3. torch DataLoader, %d workers, batch %d, shuffle%s", c.workers, c.batch, how),
 			unit: "samples/s", target: 0.8, refName: "direct"}
 		var dcpu []float64
 		loader := func(root string, r int) float64 {
 			cmd := exec.Command(c.python, script, "--root", root, "--list", list, "--epochs", "1", "--warmup", "1",
 				"--workers", fmt.Sprint(c.workers), "--batch-size", fmt.Sprint(c.batch), "--seed", fmt.Sprint(c.seed+int64(r)))
+			if c.unbuffered {
+				cmd.Args = append(cmd.Args, "--unbuffered")
+			}
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repo, "python"))
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -577,7 +586,7 @@ func report(c config, passes []*pass, cpuPerK []float64, rss, hwm int64, fastPat
 		fmt.Sprintf("--files=%d", c.files), fmt.Sprintf("--file-size=%d", c.fileSize), fmt.Sprintf("--readers=%d", c.readers),
 		fmt.Sprintf("--large-mib=%d", c.largeMiB), "--fast-path=" + shellQuote(c.fastPath), fmt.Sprintf("--rounds=%d", c.rounds),
 		fmt.Sprintf("--seed=%d", c.seed), "--cache-size=" + shellQuote(c.cacheSize), "--python=" + shellQuote(c.python),
-		fmt.Sprintf("--loader-workers=%d", c.workers), fmt.Sprintf("--loader-batch=%d", c.batch)}
+		fmt.Sprintf("--loader-workers=%d", c.workers), fmt.Sprintf("--loader-batch=%d", c.batch), fmt.Sprintf("--loader-unbuffered=%v", c.unbuffered)}
 	if c.bin != "" {
 		args = append(args, "--bin="+shellQuote(c.bin))
 	}
