@@ -30,19 +30,41 @@
 //   - Restart does not scan data/: object records are read from the index at
 //     Open; chunk records of an object are read the first time it is touched.
 //
+// # Fetching
+//
+// A chunk load runs as one flight per chunk (flight.go): every concurrent
+// caller joins it, whatever its reason (read, warm, prefetch). A fetched
+// chunk is handed to its waiters first and written after; the flight stays
+// joinable until it is stored, so nobody fetches it again meanwhile (warm
+// and prefetch wait for the store, reads don't). Chunks are written with
+// O_DIRECT where block-aligned: the reader's page cache (or, under FUSE
+// passthrough, the cache file's) is the one copy in memory. Chunks fetched
+// ahead wait for their reader in a bounded staging area (staging.go).
+//
+// A gate bounds backend fetches in flight (Options.FetchSlots). Background
+// fetches (prefetch) never take the last slots, and a waiting foreground
+// fetch (a read that missed, warm) is always granted before a waiting
+// background one; a read that joins a background flight raises it.
+//
 // # Locking
 //
-// Cache.mu guards the objects map only. Each object has its own RWMutex:
-// readers hold it shared while they check presence and pread; writers hold it
-// shared while they pwrite a chunk and exclusively to flip presence bits;
-// eviction holds it exclusively while it marks the object dead and unlinks
-// its file. A reader or writer that finds its object dead looks it up again.
-// The policy has its own mutex and is never called with an object lock held.
+// Cache.mu guards the objects map only. Each object has an RWMutex for its
+// file's life: held shared by whoever reads or writes the file, exclusively
+// to load its chunk records, to evict it (mark dead, unlink) or to drop a
+// chunk. Presence bits and the cached byte count have their own small mutex
+// (object.bits), taken under the RWMutex held shared: a store flips a chunk
+// present without waiting for the other stores' writes. A reader or writer
+// that finds its object dead looks it up again. The policy has its own
+// mutex and is never called with an object lock held. Lock order: spaceMu,
+// then Cache.mu, then an object's mu, then its bits.
 //
 // # Entry points for readahead
 //
-// Source.ReadAt serves a read; Source.Prefetch starts a chunk fetch without
-// waiting; both go through the same flight, so a prefetch and a read of one
-// chunk share one backend GET. Policy decides admission and victims, so an
-// order-aware policy plugs in without touching the read path.
+// Source.ReadAt serves a read; Source.Fetch (blocking) and Source.Prefetch
+// (in the background) load a chunk at a priority; all go through the same
+// flight. Source.ObjectID names an object version as the Policy sees it,
+// Source.Cached says whether it is wholly cached, Source.OpenCached opens
+// its checked cache file for passthrough. Policy decides admission and
+// victims, so the order-aware policy plugs in without touching the read
+// path.
 package cache

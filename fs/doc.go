@@ -15,11 +15,33 @@
 // with stable inode numbers, so a million-object prefix costs one small
 // entry per object until the kernel asks for it.
 //
+// # Fast path
+//
+// Each mount serves hot reads one way (fastpath.go): no-open (Open answers
+// ENOSYS: the kernel sends no OPEN/FLUSH/RELEASE and keeps pages across
+// opens), passthrough (a wholly cached file's cache file becomes the
+// kernel's backing file; probed at mount time), or off. Directories open
+// with FOPEN_CACHE_DIR.
+//
+// # Control entry
+//
+// ".dsmount-control" at the root (control.go) is hidden from listings; a
+// client creates ".dsmount-control.<unique>" to open a session (a creation
+// reaches the daemon even on a no-open mount), writes one JSON request and
+// reads JSON events: warm (warm.go), order (order.go, to readahead) and
+// stats.
+//
+// # Readahead
+//
+// Every read is reported to the mount's readahead.Mount (with the reading
+// process, for job attribution) before it is served; files larger than a
+// chunk have a sequential detector that prefetches chunks ahead.
+//
 // # Errors
 //
 // Every errno this package returns comes from toErrno (errno.go), the one
 // place backend and cache errors are mapped. Anything that would modify the
-// tree fails with EROFS (the mount is also "ro" in the kernel).
+// tree fails with EROFS.
 //
 // # Concurrency
 //
