@@ -11,68 +11,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/backend/memory"
 )
-
-// memBackend is an in-memory backend for this package's unit tests. It
-// counts reads and can hold them until released.
-type memBackend struct {
-	mu    sync.Mutex
-	objs  map[string][]byte
-	vers  map[string]string
-	reads atomic.Int64
-	gate  chan struct{} // if set, reads wait for it to be closed
-}
-
-func newMem() *memBackend {
-	return &memBackend{objs: map[string][]byte{}, vers: map[string]string{}}
-}
-
-func (m *memBackend) put(key string, data []byte) backend.Object {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.objs[key] = data
-	m.vers[key] = fmt.Sprintf("v%d", len(m.vers)+rand.IntN(1<<30))
-	return backend.Object{Key: key, Size: int64(len(data)), Version: m.vers[key], ModTime: time.Unix(1, 0)}
-}
-
-func (m *memBackend) ID() string   { return "mem://test" }
-func (m *memBackend) Close() error { return nil }
-func (m *memBackend) List(ctx context.Context, fn func(backend.Object) error) error {
-	return nil
-}
-func (m *memBackend) Stat(ctx context.Context, key string) (backend.Object, error) {
-	return backend.Object{}, backend.ErrNotFound
-}
-
-func (m *memBackend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error) {
-	m.reads.Add(1)
-	if m.gate != nil {
-		select {
-		case <-m.gate:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	m.mu.Lock()
-	data, ver := m.objs[obj.Key], m.vers[obj.Key]
-	m.mu.Unlock()
-	if ver != obj.Version {
-		return 0, backend.Wrap("read", obj.Key, backend.ErrChanged, nil)
-	}
-	if off >= int64(len(data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, data[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
 
 func randBytes(r *rand.Rand, n int) []byte {
 	b := make([]byte, n)
@@ -104,16 +48,16 @@ func readAll(t *testing.T, s *Source, obj backend.Object) []byte {
 
 func TestReadsMatchAndPersistAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	mem := newMem()
+	mem := memory.New()
 	r := rand.New(rand.NewPCG(1, 2))
 	var objs []backend.Object
 	for i, size := range []int{0, 1, 4095, 4096, 64 << 10, 300<<10 + 17} {
-		objs = append(objs, mem.put(fmt.Sprintf("o%d", i), randBytes(r, size)))
+		objs = append(objs, mem.Put(fmt.Sprintf("o%d", i), randBytes(r, size)))
 	}
 	c := openCache(t, dir, Options{ChunkSize: 64 << 10})
 	s := c.Source(mem)
 	for _, o := range objs {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.objs[o.Key]) {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
 			t.Fatalf("%s: bytes differ", o.Key)
 		}
 	}
@@ -125,7 +69,7 @@ func TestReadsMatchAndPersistAcrossReopen(t *testing.T) {
 		if err != nil && !errors.Is(err, io.EOF) {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(buf[:n], mem.objs[big.Key][off:off+int64(n)]) {
+		if !bytes.Equal(buf[:n], mem.Data(big.Key)[off:off+int64(n)]) {
 			t.Fatalf("offset %d: bytes differ", off)
 		}
 	}
@@ -133,16 +77,16 @@ func TestReadsMatchAndPersistAcrossReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before := mem.reads.Load()
+	before := mem.Reads.Load()
 	c = openCache(t, dir, Options{ChunkSize: 64 << 10})
 	defer c.Close()
 	s = c.Source(mem)
 	for _, o := range objs {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.objs[o.Key]) {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
 			t.Fatalf("%s after reopen: bytes differ", o.Key)
 		}
 	}
-	if n := mem.reads.Load() - before; n != 0 {
+	if n := mem.Reads.Load() - before; n != 0 {
 		t.Fatalf("reopened cache made %d backend reads, want 0", n)
 	}
 }
@@ -157,9 +101,9 @@ func TestSecondOpenIsInUse(t *testing.T) {
 }
 
 func TestConcurrentMissesFetchOnce(t *testing.T) {
-	mem := newMem()
-	obj := mem.put("x", randBytes(rand.New(rand.NewPCG(3, 4)), 100<<10))
-	mem.gate = make(chan struct{})
+	mem := memory.New()
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(3, 4)), 100<<10))
+	release := mem.Hold()
 	c := openCache(t, t.TempDir(), Options{})
 	defer c.Close()
 	s := c.Source(mem)
@@ -175,7 +119,7 @@ func TestConcurrentMissesFetchOnce(t *testing.T) {
 				errs <- err
 				return
 			}
-			if !bytes.Equal(buf, mem.objs["x"]) {
+			if !bytes.Equal(buf, mem.Data("x")) {
 				errs <- errors.New("bytes differ")
 			}
 		}()
@@ -184,21 +128,21 @@ func TestConcurrentMissesFetchOnce(t *testing.T) {
 	for c.Stats().Waiting < readers {
 		runtime.Gosched()
 	}
-	close(mem.gate)
+	release()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if n := mem.reads.Load(); n != 1 {
+	if n := mem.Reads.Load(); n != 1 {
 		t.Fatalf("%d backend reads for %d concurrent readers, want 1", n, readers)
 	}
 }
 
 func TestCorruptChunkIsRefetched(t *testing.T) {
 	dir := t.TempDir()
-	mem := newMem()
-	obj := mem.put("x", randBytes(rand.New(rand.NewPCG(5, 6)), 200<<10))
+	mem := memory.New()
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(5, 6)), 200<<10))
 	c := openCache(t, dir, Options{ChunkSize: 64 << 10})
 	readAll(t, c.Source(mem), obj)
 	c.Close()
@@ -212,25 +156,25 @@ func TestCorruptChunkIsRefetched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteAt([]byte{^mem.objs["x"][100<<10]}, 100<<10)
+	f.WriteAt([]byte{^mem.Data("x")[100<<10]}, 100<<10)
 	f.Close()
 
 	c = openCache(t, dir, Options{ChunkSize: 64 << 10})
 	defer c.Close()
-	before := mem.reads.Load()
-	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.objs["x"]) {
+	before := mem.Reads.Load()
+	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) {
 		t.Fatal("served corrupt bytes")
 	}
-	if c.Stats().VerifyFailures != 1 || mem.reads.Load()-before != 1 {
-		t.Fatalf("verify failures %d, refetches %d; want 1 and 1", c.Stats().VerifyFailures, mem.reads.Load()-before)
+	if c.Stats().VerifyFailures != 1 || mem.Reads.Load()-before != 1 {
+		t.Fatalf("verify failures %d, refetches %d; want 1 and 1", c.Stats().VerifyFailures, mem.Reads.Load()-before)
 	}
 }
 
 func TestChangedObjectNeverMixes(t *testing.T) {
-	mem := newMem()
+	mem := memory.New()
 	r := rand.New(rand.NewPCG(7, 8))
-	old := mem.put("x", randBytes(r, 256<<10))
-	oldBytes := mem.objs["x"]
+	old := mem.Put("x", randBytes(r, 256<<10))
+	oldBytes := mem.Data("x")
 	c := openCache(t, t.TempDir(), Options{ChunkSize: 64 << 10})
 	defer c.Close()
 	s := c.Source(mem)
@@ -238,7 +182,7 @@ func TestChangedObjectNeverMixes(t *testing.T) {
 	if _, err := s.ReadAt(context.Background(), old, buf, 0); err != nil {
 		t.Fatal(err)
 	}
-	newer := mem.put("x", randBytes(r, 256<<10))
+	newer := mem.Put("x", randBytes(r, 256<<10))
 	// The old version: cached chunk still served, missing ones fail.
 	if _, err := s.ReadAt(context.Background(), old, buf, 64<<10); !errors.Is(err, backend.ErrChanged) {
 		t.Fatalf("read of uncached chunk of old version: %v, want ErrChanged", err)
@@ -247,7 +191,7 @@ func TestChangedObjectNeverMixes(t *testing.T) {
 		t.Fatalf("cached chunk of old version: err %v or wrong bytes", err)
 	}
 	// The new version is another object: never the old bytes.
-	if got := readAll(t, s, newer); !bytes.Equal(got, mem.objs["x"]) {
+	if got := readAll(t, s, newer); !bytes.Equal(got, mem.Data("x")) {
 		t.Fatal("new version: wrong bytes")
 	}
 }
@@ -256,12 +200,12 @@ func TestChangedObjectNeverMixes(t *testing.T) {
 // each time, with a cache holding frac of them, and returns the chunk hit
 // rate of each epoch after the first.
 func hitRate(t *testing.T, policy Policy, n int, frac float64, epochs int) []float64 {
-	mem := newMem()
+	mem := memory.New()
 	const size = 4 << 10
 	r := rand.New(rand.NewPCG(9, 10))
 	objs := make([]backend.Object, n)
 	for i := range objs {
-		objs[i] = mem.put(fmt.Sprintf("f%05d", i), randBytes(r, size))
+		objs[i] = mem.Put(fmt.Sprintf("f%05d", i), randBytes(r, size))
 	}
 	c := openCache(t, t.TempDir(), Options{ChunkSize: 64 << 10, Capacity: int64(frac * float64(n*size)), Policy: policy})
 	defer c.Close()
@@ -331,37 +275,37 @@ func TestListingRoundTrip(t *testing.T) {
 }
 
 func TestEvictStaleDropsOldVersions(t *testing.T) {
-	mem := newMem()
+	mem := memory.New()
 	r := rand.New(rand.NewPCG(11, 12))
-	keep := mem.put("keep", randBytes(r, 10<<10))
-	old := mem.put("changes", randBytes(r, 10<<10))
-	gone := mem.put("gone", randBytes(r, 10<<10))
+	keep := mem.Put("keep", randBytes(r, 10<<10))
+	old := mem.Put("changes", randBytes(r, 10<<10))
+	gone := mem.Put("gone", randBytes(r, 10<<10))
 	c := openCache(t, t.TempDir(), Options{})
 	defer c.Close()
 	s := c.Source(mem)
 	for _, o := range []backend.Object{keep, old, gone} {
 		readAll(t, s, o)
 	}
-	newer := mem.put("changes", randBytes(r, 10<<10))
+	newer := mem.Put("changes", randBytes(r, 10<<10))
 	if n := c.EvictStale(mem.ID(), []backend.Object{keep, newer}); n != 2 {
 		t.Fatalf("evicted %d, want 2 (old version and vanished object)", n)
 	}
 	if c.Used() != keep.Size {
 		t.Fatalf("used %d after evicting stale, want %d", c.Used(), keep.Size)
 	}
-	before := mem.reads.Load()
+	before := mem.Reads.Load()
 	readAll(t, s, keep)
-	if mem.reads.Load() != before {
+	if mem.Reads.Load() != before {
 		t.Fatal("current object was evicted")
 	}
 }
 
 func TestWarmFillsUpToCapacityWithoutEvicting(t *testing.T) {
-	mem := newMem()
+	mem := memory.New()
 	r := rand.New(rand.NewPCG(13, 14))
 	var objs []backend.Object
 	for i := range 4 {
-		objs = append(objs, mem.put(fmt.Sprintf("w%d", i), randBytes(r, 10<<10)))
+		objs = append(objs, mem.Put(fmt.Sprintf("w%d", i), randBytes(r, 10<<10)))
 	}
 	c := openCache(t, t.TempDir(), Options{Capacity: 25 << 10, Policy: NewLRU()})
 	defer c.Close()
@@ -385,16 +329,16 @@ func TestWarmFillsUpToCapacityWithoutEvicting(t *testing.T) {
 	if n, _ := s.CachedBytes(objs[3]); n != 0 {
 		t.Fatalf("cached bytes of unwarmed object %d", n)
 	}
-	if c.Stats().Evictions != 0 || mem.reads.Load() != 2 {
-		t.Fatalf("evictions %d, backend reads %d; want 0 and 2", c.Stats().Evictions, mem.reads.Load())
+	if c.Stats().Evictions != 0 || mem.Reads.Load() != 2 {
+		t.Fatalf("evictions %d, backend reads %d; want 0 and 2", c.Stats().Evictions, mem.Reads.Load())
 	}
 }
 
 func TestEvictingObjectWithManyChunksIsDurable(t *testing.T) {
 	// 30,000 chunk records exceed what one badger transaction holds.
 	dir := t.TempDir()
-	mem := newMem()
-	obj := mem.put("big", make([]byte, 30000*4096))
+	mem := memory.New()
+	obj := mem.Put("big", make([]byte, 30000*4096))
 	c := openCache(t, dir, Options{ChunkSize: 4096})
 	buf := make([]byte, 1<<20)
 	s := c.Source(mem)
@@ -416,8 +360,8 @@ func TestEvictingObjectWithManyChunksIsDurable(t *testing.T) {
 
 func TestUseAfterCloseDoesNotPanic(t *testing.T) {
 	dir := t.TempDir()
-	mem := newMem()
-	obj := mem.put("x", randBytes(rand.New(rand.NewPCG(15, 16)), 8<<10))
+	mem := memory.New()
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(15, 16)), 8<<10))
 	c := openCache(t, dir, Options{})
 	s := c.Source(mem)
 	readAll(t, s, obj)

@@ -281,44 +281,9 @@ func runPython(t *testing.T, env []string, timeout time.Duration, args ...string
 	return r
 }
 
-// pyJobStats is one declared job in `dsmount stats --json`.
-type pyJobStats struct {
-	Mount        string  `json:"mount"`
-	Name         string  `json:"name"`
-	Epoch        int     `json:"epoch"`
-	Declared     int     `json:"declared"`
-	NextDeclared int     `json:"next_declared"`
-	Read         int     `json:"read"`
-	Frontier     int     `json:"frontier"`
-	Window       int     `json:"window"`
-	ReadRate     float64 `json:"read_rate"`
-	TotalReads   int64   `json:"total_reads"`
-	Prefetched   int64   `json:"prefetched"`
-	PrefetchHits int64   `json:"prefetch_hits"`
-	Stalls       int64   `json:"stalls"`
-	IdleSeconds  float64 `json:"idle_seconds"`
-}
-
-// pyStats is the part of `dsmount stats --json` the Python tests check.
-type pyStats struct {
-	Mount struct {
-		Mountpoint string       `json:"mountpoint"`
-		Reads      int64        `json:"reads"`
-		Jobs       []pyJobStats `json:"jobs"`
-	} `json:"mount"`
-}
-
-func pythonStats(t *testing.T, mp string) pyStats {
+func pythonStats(t *testing.T, mp string) testenv.DaemonStats {
 	t.Helper()
-	r := testenv.RunCLI(dsmountBin, nil, 30*time.Second, "stats", mp, "--json")
-	if r.ExitCode != 0 {
-		t.Fatalf("dsmount stats %s --json: exit %d\nstdout: %s\nstderr: %s", mp, r.ExitCode, r.Stdout, r.Stderr)
-	}
-	var s pyStats
-	if err := testenv.DecodeJSONObject(r.Stdout, &s); err != nil {
-		t.Fatalf("dsmount stats --json: %v", err)
-	}
-	return s
+	return testenv.Stats(t, dsmountBin, mp)
 }
 
 // checkJob wants out's job in `dsmount stats --json` of mp at the last
@@ -327,13 +292,13 @@ func pythonStats(t *testing.T, mp string) pyStats {
 // the daemon) and some of epoch 1 (the script drops each file from the page
 // cache after reading it, so re-reads reach the daemon too). 0-byte files
 // are never read from the daemon.
-func checkJob(t *testing.T, mp string, out trainOutput, sizes []int64) pyJobStats {
+func checkJob(t *testing.T, mp string, out trainOutput, sizes []int64) testenv.JobStats {
 	t.Helper()
 	s := pythonStats(t, mp)
 	if s.Mount.Mountpoint != mp || s.Mount.Reads <= 0 {
 		t.Errorf("dsmount stats: mount %s with %d reads; want %s with reads", s.Mount.Mountpoint, s.Mount.Reads, mp)
 	}
-	i := slices.IndexFunc(s.Mount.Jobs, func(j pyJobStats) bool { return j.Name == out.Job })
+	i := slices.IndexFunc(s.Mount.Jobs, func(j testenv.JobStats) bool { return j.Name == out.Job })
 	if i < 0 {
 		t.Fatalf("dsmount stats: no job %q among %+v", out.Job, s.Mount.Jobs)
 	}

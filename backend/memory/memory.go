@@ -41,6 +41,13 @@ func (m *Backend) Put(key string, data []byte) backend.Object {
 	return backend.Object{Key: key, Size: int64(len(data)), Version: m.vers[key], ModTime: time.Unix(1, 0)}
 }
 
+// Data returns the bytes stored under key (nil if none).
+func (m *Backend) Data(key string) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.objs[key]
+}
+
 // Hold makes reads wait until the returned func is called.
 func (m *Backend) Hold() (release func()) {
 	ch := make(chan struct{})

@@ -301,9 +301,9 @@ func main() {
 	for r := 0; r < c.rounds; r++ {
 		order := testenv.Shuffled(small, c.seed+int64(r))
 		sides(r, func() { p1.ref = append(p1.ref, epoch(src, order)) }, func() {
-			c0 := procCPU(pid)
+			c0 := testenv.ProcCPU(pid)
 			p1.mnt = append(p1.mnt, epoch(mnt, order))
-			cpuPerK = append(cpuPerK, (procCPU(pid)-c0)/float64(len(order))*1000)
+			cpuPerK = append(cpuPerK, (testenv.ProcCPU(pid)-c0)/float64(len(order))*1000)
 		})
 		log.Printf("pass 1 round %d: direct %.0f files/s, mount %.0f files/s (daemon %.3f CPU-s/1000 files)", r+1, p1.ref[r], p1.mnt[r], cpuPerK[r])
 	}
@@ -339,18 +339,18 @@ func main() {
 					log.Printf("residency of %s: %v", mntLarge, err)
 				}
 				resWarm = append(resWarm, f)
-				c0 := procCPU(pid)
+				c0 := testenv.ProcCPU(pid)
 				p2.mnt = append(p2.mnt, ddRate(mntLarge))
-				dcpu = append(dcpu, procCPU(pid)-c0)
+				dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
 			})
 			if err := dropFileCache(mntLarge); err != nil {
 				t.Fatalf("fadvise DONTNEED through the mount: %v", err)
 			}
 			f, _ := residency(mntLarge)
 			resDropped = append(resDropped, f)
-			c0 := procCPU(pid)
+			c0 := testenv.ProcCPU(pid)
 			p2d.mnt = append(p2d.mnt, ddRate(mntLarge))
-			dcpu = append(dcpu, procCPU(pid)-c0)
+			dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
 			p2d.ref = append(p2d.ref, p2.ref[r])
 			log.Printf("pass 2 round %d: direct %.0f MB/s, mount warm %.0f MB/s, mount dropped %.0f MB/s (resident before: src %.0f%%, mount %.0f%%, after DONTNEED %.0f%%)",
 				r+1, p2.ref[r], p2.mnt[r], p2d.mnt[r], 100*resSrc[r], 100*resWarm[r], 100*resDropped[r])
@@ -407,9 +407,9 @@ func main() {
 		}
 		for r := 0; r < c.rounds; r++ {
 			sides(r, func() { p3.ref = append(p3.ref, loader(src, r)) }, func() {
-				c0 := procCPU(pid)
+				c0 := testenv.ProcCPU(pid)
 				p3.mnt = append(p3.mnt, loader(mnt, r))
-				dcpu = append(dcpu, procCPU(pid)-c0)
+				dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
 			})
 			log.Printf("pass 3 round %d: direct %.0f samples/s, mount %.0f samples/s", r+1, p3.ref[r], p3.mnt[r])
 		}
@@ -447,9 +447,9 @@ func main() {
 		var dcpu []float64
 		for r := 0; r < c.rounds; r++ {
 			sides(r, func() { p4.ref = append(p4.ref, ls(src)) }, func() {
-				c0 := procCPU(pid)
+				c0 := testenv.ProcCPU(pid)
 				p4.mnt = append(p4.mnt, ls(mnt))
-				dcpu = append(dcpu, procCPU(pid)-c0)
+				dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
 			})
 			log.Printf("pass 4 round %d: direct %.3f s, mount %.3f s", r+1, p4.ref[r], p4.mnt[r])
 		}
@@ -472,7 +472,7 @@ func main() {
 		t.Fatalf("final check through the mount: %v", err)
 	}
 	log.Printf("checked %d files through the mount again after the passes in %v", len(small), el.Round(time.Millisecond))
-	logs := problemLogs(m)
+	logs := m.ProblemLogs()
 	m.Stop()
 
 	report(c, passes, cpuPerK, rss, hwm, fastPath, hasFastPath, stats0, stats1, mnt, logs, bin)

@@ -66,23 +66,6 @@ func verifyTree(mnt string, paths []string, readers int, seed int64, sizes map[s
 	return time.Since(start), err
 }
 
-// procCPU is the CPU seconds (user+system) pid has used so far.
-func procCPU(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return -1
-	}
-	s := string(data)
-	s = s[strings.LastIndexByte(s, ')')+2:]
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return -1
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
-
 // procMem is pid's VmRSS and VmHWM (peak RSS) in bytes.
 func procMem(pid int) (rss, hwm int64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -268,27 +251,6 @@ func num(o map[string]any, key string) int64 {
 		return int64(f)
 	}
 	return -1
-}
-
-// problemLogs are the daemon's stderr lines that are WARN or ERROR JSON
-// records or not JSON records at all (a panic, say).
-func problemLogs(m *testenv.Mount) []string {
-	var out []string
-	for _, line := range strings.Split(m.Stderr(), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil {
-			out = append(out, line)
-			continue
-		}
-		if lv, _ := rec["level"].(string); strings.EqualFold(lv, "warn") || strings.EqualFold(lv, "error") {
-			out = append(out, line)
-		}
-	}
-	return out
 }
 
 // shellQuote quotes s for a POSIX shell if it needs it.

@@ -68,7 +68,7 @@ func runLargeRound(e *env, r int) largeRound {
 // proxy: one connection, timed from the request to the last byte.
 func oneConn(e *env, name string) result {
 	g0 := e.gets()
-	c0, self0 := machineCPU(), selfCPU()
+	c0, self0 := testenv.MachineCPU(), testenv.SelfCPU()
 	start := time.Now()
 	out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
 		Bucket: aws.String(bucket), Key: aws.String("big/" + e.largeRel)})
@@ -79,7 +79,7 @@ func oneConn(e *env, name string) result {
 	n, err := io.CopyBuffer(h, out.Body, make([]byte, 1<<20))
 	out.Body.Close()
 	el := time.Since(start)
-	cpu, self := machineCPU().busySince(c0), selfCPU()-self0
+	cpu, self := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0
 	if err != nil {
 		e.t.Fatalf("GetObject big/%s: reading: %v", e.largeRel, err)
 	}
@@ -100,10 +100,10 @@ func ddMount(e *env, round int) result {
 	file := filepath.Join(mp, filepath.FromSlash(e.largeRel))
 
 	g0 := e.gets()
-	c0, d0 := machineCPU(), procCPU(m.Pid())
+	c0, d0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid())
 	smp := startSampler(metricsURL, e.cfg.sampleEvery)
 	n, el, err := dd(file)
-	cpu, dcpu := machineCPU().busySince(c0), procCPU(m.Pid())-d0
+	cpu, dcpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0
 	gets := e.gets() - g0
 	inFlight := smp.finish()
 	if err != nil {
@@ -123,7 +123,7 @@ func ddMount(e *env, round int) result {
 	if sums[e.largeRel] != e.largeCRC {
 		t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", e.largeRel, sums[e.largeRel], e.largeCRC)
 	}
-	logs := problemLogs(m)
+	logs := m.ProblemLogs()
 	m.Stop()
 	if err := testenv.RemoveAndSettle(dir); err != nil {
 		t.Fatalf("remove %s: %v", dir, err)
@@ -145,9 +145,9 @@ func ddLocal(e *env) result {
 		e.t.Fatalf("fadvise DONTNEED %s: %v", src, err)
 	}
 	f.Close()
-	c0 := machineCPU()
+	c0 := testenv.MachineCPU()
 	n, el, err := dd(src)
-	cpu := machineCPU().busySince(c0)
+	cpu := testenv.MachineCPU().BusySince(c0)
 	if err != nil || n != e.largeSize {
 		e.t.Fatalf("dd %s: %d bytes, %v", src, n, err)
 	}

@@ -54,9 +54,9 @@ func ceiling(e *env, order []string) result {
 		sizes[i] = e.sizes[p]
 	}
 	g0 := e.gets()
-	c0, self0 := machineCPU(), selfCPU()
+	c0, self0 := testenv.MachineCPU(), testenv.SelfCPU()
 	n, el, err := testenv.ParallelGets(context.Background(), e.smallClient, bucket, "ds", order, sizes, e.cfg.getsPar)
-	cpu, self := machineCPU().busySince(c0), selfCPU()-self0
+	cpu, self := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0
 	if err != nil {
 		e.t.Fatalf("ceiling GETs: %v", err)
 	}
@@ -82,7 +82,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 
 	g0 := e.gets()
 	smp := startSampler(metricsURL, c.sampleEvery)
-	c0, d0 := machineCPU(), procCPU(m.Pid())
+	c0, d0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid())
 	start := time.Now()
 	var declTime time.Duration
 	if declare {
@@ -104,7 +104,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	}
 	rs, err := readEpoch(e, mp, order, c.readers, work)
 	el := time.Since(start)
-	cpu, dcpu := machineCPU().busySince(c0), procCPU(m.Pid())-d0
+	cpu, dcpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0
 	gets := e.gets() - g0
 	inFlight := smp.finish()
 	if err != nil {
@@ -117,7 +117,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	logs := problemLogs(m)
+	logs := m.ProblemLogs()
 	m.Stop()
 	if err := testenv.RemoveAndSettle(dir); err != nil {
 		t.Fatalf("remove %s: %v", dir, err)

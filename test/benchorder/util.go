@@ -4,11 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/dsmount/dsmount/test/testenv"
@@ -31,58 +27,6 @@ type result struct {
 
 func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
 func (r result) mbPerSec() float64    { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
-
-// cpuStat is a /proc/stat snapshot of the whole machine.
-type cpuStat struct{ busy, total float64 }
-
-func machineCPU() cpuStat {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuStat{}
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	var st cpuStat
-	for i, v := range f[1:] {
-		x, _ := strconv.ParseFloat(v, 64)
-		st.total += x
-		if i != 3 && i != 4 { // idle, iowait
-			st.busy += x
-		}
-	}
-	return st
-}
-
-// busySince is how many cores were busy on average since c0.
-func (c cpuStat) busySince(c0 cpuStat) float64 {
-	if c.total == c0.total {
-		return 0
-	}
-	return (c.busy - c0.busy) / (c.total - c0.total) * float64(runtime.NumCPU())
-}
-
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// procCPU is the CPU seconds (user+system) pid has used so far.
-func procCPU(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	s = s[strings.LastIndexByte(s, ')')+2:]
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
 
 // jobStats is one job of `dsmount stats --json` (readahead.JobStats).
 type jobStats struct {
@@ -118,26 +62,6 @@ func daemonStats(bin, mountpoint string) (statsOut, error) {
 		return s, fmt.Errorf("dsmount stats --json: %w", err)
 	}
 	return s, nil
-}
-
-// problemLogs are the daemon's stderr lines so far that are WARN or ERROR
-// JSON records, or not JSON records at all (a panic, say).
-func problemLogs(m *testenv.Mount) []string {
-	var out []string
-	for _, line := range strings.Split(m.Stderr(), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		if !strings.HasPrefix(line, "{") {
-			out = append(out, line)
-			continue
-		}
-		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
-			out = append(out, line)
-		}
-	}
-	return out
 }
 
 // sampler scrapes a daemon's dsmount_fetches_in_flight every interval while

@@ -25,9 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -112,11 +110,11 @@ func main() {
 			suffix = fmt.Sprintf(" #%d", round)
 		}
 		g0 := gets()
-		c0, self0 := machineCPU(), selfCPU()
+		c0, self0 := testenv.MachineCPU(), testenv.SelfCPU()
 		raw := rawGets(t, client, paths, sizes, *parallel)
 		raw.gets = gets() - g0
-		raw.cpu = machineCPU().busySince(c0, raw.elapsed)
-		raw.procCPU = selfCPU() - self0
+		raw.cpu = testenv.MachineCPU().BusySince(c0)
+		raw.procCPU = testenv.SelfCPU() - self0
 		raw.name = "raw ranged GETs" + suffix
 		results = append(results, raw)
 
@@ -166,58 +164,6 @@ func main() {
 	fmt.Printf("cpu busy: cores busy on the whole machine during the pass (MinIO and toxiproxy included); proc cpu: CPU time of this program (raw) or of the dsmount daemon (warm)\n")
 }
 
-// cpuStat is a /proc/stat snapshot of the whole machine.
-type cpuStat struct{ busy, total float64 }
-
-func machineCPU() cpuStat {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuStat{}
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	var st cpuStat
-	for i, v := range f[1:] {
-		x, _ := strconv.ParseFloat(v, 64)
-		st.total += x
-		if i != 3 && i != 4 { // idle, iowait
-			st.busy += x
-		}
-	}
-	return st
-}
-
-// busySince is how many cores were busy on average since c0, over el.
-func (c cpuStat) busySince(c0 cpuStat, el time.Duration) float64 {
-	if c.total == c0.total {
-		return 0
-	}
-	return (c.busy - c0.busy) / (c.total - c0.total) * float64(runtime.NumCPU())
-}
-
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// procCPU is the CPU seconds (user+system) pid has used so far.
-func procCPU(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	s = s[strings.LastIndexByte(s, ')')+2:]
-	f := strings.Fields(s)
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}
-
 // rawGets fetches every object whole with a ranged GetObject (bytes=0-(size-1),
 // as the daemon does), par in flight: what the store gives through the proxy
 // with no filesystem in the way.
@@ -241,9 +187,9 @@ func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chu
 		Args: []string{"--cache-dir", cacheDir, "--cache-size", "20G", "--chunk-size", chunkSize, "--s3-endpoint", endpoint, "--s3-path-style"}})
 	mountTime := time.Since(t0)
 	g0 := gets()
-	c0, d0 := machineCPU(), procCPU(m.Pid())
+	c0, d0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid())
 	r := testenv.RunCLI(bin, nil, 30*time.Minute, "warm", mp, "--parallel", fmt.Sprint(par), "--json")
-	cpu, dcpu := machineCPU().busySince(c0, r.Duration), procCPU(m.Pid())-d0
+	cpu, dcpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0
 	g1 := gets()
 	if r.ExitCode != 0 {
 		t.Fatalf("dsmount warm: exit %d\nstdout: %s\nstderr: %s", r.ExitCode, r.Stdout, r.Stderr)

@@ -243,6 +243,7 @@ type JobStats struct {
 	Read         int     `json:"read"`
 	Frontier     int     `json:"frontier"`
 	Window       int     `json:"window"`
+	ReadRate     float64 `json:"read_rate"`
 	TotalReads   int64   `json:"total_reads"`
 	Prefetched   int64   `json:"prefetched"`
 	PrefetchHits int64   `json:"prefetch_hits"`

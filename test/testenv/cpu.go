@@ -1,0 +1,87 @@
+package testenv
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CPUSnapshot is a /proc/stat reading of the whole machine, for telling
+// how busy it was during a benchmark pass.
+type CPUSnapshot struct{ busy, total float64 }
+
+// MachineCPU reads /proc/stat (zero on failure).
+func MachineCPU() CPUSnapshot {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return CPUSnapshot{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	var st CPUSnapshot
+	for i, v := range strings.Fields(line)[1:] {
+		x, _ := strconv.ParseFloat(v, 64)
+		st.total += x
+		if i != 3 && i != 4 { // idle, iowait
+			st.busy += x
+		}
+	}
+	return st
+}
+
+// BusySince is how many cores were busy on average since c0.
+func (c CPUSnapshot) BusySince(c0 CPUSnapshot) float64 {
+	if c.total == c0.total {
+		return 0
+	}
+	return (c.busy - c0.busy) / (c.total - c0.total) * float64(runtime.NumCPU())
+}
+
+// SelfCPU is this process's CPU seconds (user+system) so far.
+func SelfCPU() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// ProcCPU is the CPU seconds (user+system) pid has used so far, -1 if it
+// can't be read.
+func ProcCPU(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 14 {
+		return -1
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// ProblemLogs are the mount process's stderr lines so far that are WARN or
+// ERROR JSON records, or not JSON records at all (a panic, say).
+func (m *Mount) ProblemLogs() []string {
+	var out []string
+	for _, line := range strings.Split(m.Stderr(), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			out = append(out, line)
+			continue
+		}
+		if lv, _ := rec["level"].(string); strings.EqualFold(lv, "warn") || strings.EqualFold(lv, "error") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
