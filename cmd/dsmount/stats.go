@@ -62,9 +62,9 @@ func hitRate(hits, misses int64) string {
 
 func printStats(r statsReport) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "MOUNT\tSOURCE\tFILES\tREADS\tREAD\tHIT RATE\tFROM CACHE\tFROM BACKEND\tERRORS\n")
+	fmt.Fprintf(w, "MOUNT\tSOURCE\tFAST PATH\tFILES\tREADS\tREAD\tHIT RATE\tFROM CACHE\tFROM BACKEND\tERRORS\n")
 	for _, m := range r.Mounts {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\n", m.Mountpoint, m.Source, m.Files, m.Reads, humanBytes(m.BytesRead),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\n", m.Mountpoint, m.Source, m.FastPath, m.Files, m.Reads, humanBytes(m.BytesRead),
 			hitRate(m.Hits, m.Misses), humanBytes(m.BytesFromCache), humanBytes(m.BytesFromBackend), m.ReadErrors)
 	}
 	w.Flush()
