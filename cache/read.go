@@ -256,11 +256,13 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 		return chunkResult{data: data}, nil
 	}
 
-	ctx, cancel := context.WithTimeout(c.ctx, fetchTimeout)
-	defer cancel()
-	if err := c.gate.acquire(ctx, f); err != nil {
+	// The timeout bounds the fetch, not the wait for a slot: a prefetch
+	// queued behind reads must not hand a joining read a spent deadline.
+	if err := c.gate.acquire(c.ctx, f); err != nil {
 		return chunkResult{}, err
 	}
+	ctx, cancel := context.WithTimeout(c.ctx, fetchTimeout)
+	defer cancel()
 	buf := make([]byte, n)
 	// In flight until stored: tests and stats readers that wait for no
 	// fetches in flight then see the chunk cached.

@@ -88,7 +88,7 @@ func (n *controlNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.S
 }
 
 func (n *controlNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	if n.m.fastPath == FastPathNoOpen {
+	if n.m.FastPathMode() == FastPathNoOpen {
 		return nil, 0, syscall.ENOSYS
 	}
 	h := &controlHandle{m: n.m, notify: make(chan struct{})}

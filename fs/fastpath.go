@@ -95,6 +95,11 @@ type openState struct {
 	mu          sync.Mutex
 	passthrough int
 	cached      int
+	// backing is the cache file of the passthrough handles, opened by the
+	// first and closed with the last: every handle offers the same fd, so
+	// whichever go-fuse registers first (after Open returns, in its own
+	// lock) is the one the others reuse.
+	backing *os.File
 }
 
 // openPassthrough opens n for a passthrough mount: passthrough if its
@@ -105,13 +110,13 @@ func (n *node) openPassthrough() (gofs.FileHandle, uint32, syscall.Errno) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.passthrough > 0 {
-		// go-fuse reuses the inode's registered backing file.
 		st.passthrough++
-		return &passthroughFile{n: n}, 0, 0
+		return &passthroughFile{n: n, f: st.backing}, 0, 0
 	}
 	if st.cached == 0 {
 		if f, err := n.m.src.OpenCached(n.e.obj); err == nil {
 			st.passthrough++
+			st.backing = f
 			return &passthroughFile{n: n, f: f}, 0, 0
 		}
 	}
@@ -120,8 +125,8 @@ func (n *node) openPassthrough() (gofs.FileHandle, uint32, syscall.Errno) {
 }
 
 // passthroughFile is an open handle whose reads the kernel serves from the
-// cache file. f is the backing file for the first such handle of an inode;
-// the kernel holds its own reference once registered.
+// cache file f (the node's openState.backing; the kernel holds its own
+// reference once registered).
 type passthroughFile struct {
 	n *node
 	f *os.File
@@ -132,20 +137,17 @@ var (
 	_ gofs.FileReleaser        = (*passthroughFile)(nil)
 )
 
-func (h *passthroughFile) PassthroughFd() (int, bool) {
-	if h.f == nil {
-		return -1, false
-	}
-	return int(h.f.Fd()), true
-}
+func (h *passthroughFile) PassthroughFd() (int, bool) { return int(h.f.Fd()), true }
 
 func (h *passthroughFile) Release(ctx context.Context) syscall.Errno {
-	if h.f != nil {
-		h.f.Close()
+	st := &h.n.opens
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.passthrough--
+	if st.passthrough == 0 {
+		st.backing.Close()
+		st.backing = nil
 	}
-	h.n.opens.mu.Lock()
-	h.n.opens.passthrough--
-	h.n.opens.mu.Unlock()
 	return 0
 }
 

@@ -72,9 +72,10 @@ type Mount struct {
 	server     *fuse.Server
 	uid, gid   uint32
 	allowOther bool
-	// fastPath is the mode in force: decided in New (auto), demoted to
-	// off in Serve if passthrough fails its probe.
-	fastPath FastPath
+	// fastPath holds the FastPath in force: decided in New (auto), demoted
+	// to off in Serve if passthrough fails its probe, while the kernel may
+	// already be opening files.
+	fastPath atomic.Value
 	sessions atomic.Uint64 // control sessions created, for their inode numbers
 
 	reads, bytesRead, readErrors atomic.Int64
@@ -95,12 +96,11 @@ func New(cfg Config) *Mount {
 			t.files--
 		}
 	}
-	return &Mount{
+	m := &Mount{
 		cache:      cfg.Cache,
 		src:        cfg.Source,
 		statsHook:  cfg.Stats,
 		ra:         cfg.Readahead,
-		fastPath:   resolveFastPath(cfg.FastPath, cfg.Objects),
 		chunkSize:  cfg.Cache.ChunkSize(),
 		log:        log,
 		tree:       t,
@@ -108,10 +108,12 @@ func New(cfg Config) *Mount {
 		uid:        uint32(os.Getuid()),
 		gid:        uint32(os.Getgid()),
 	}
+	m.fastPath.Store(resolveFastPath(cfg.FastPath, cfg.Objects))
+	return m
 }
 
 // FastPathMode is the fast path in force (after Serve, the probed one).
-func (m *Mount) FastPathMode() FastPath { return m.fastPath }
+func (m *Mount) FastPathMode() FastPath { return m.fastPath.Load().(FastPath) }
 
 func resolveFastPath(p FastPath, objs []backend.Object) FastPath {
 	if p == "" || p == FastPathAuto {
@@ -161,10 +163,10 @@ func (m *Mount) Serve(dir string) error {
 	}
 	m.dir = dir
 	m.server = server
-	if m.fastPath == FastPathPassthrough {
+	if m.FastPathMode() == FastPathPassthrough {
 		if err := m.probePassthrough(m.cache.Dir()); err != nil {
 			m.log.Warn("passthrough is not available here (it needs Linux >= 6.9 and CAP_SYS_ADMIN); serving hot reads through the page cache", "mountpoint", dir, "err", err)
-			m.fastPath = FastPathOff
+			m.fastPath.Store(FastPathOff)
 		}
 	}
 	if err := raiseReadahead(dir, readaheadKB); err != nil {
@@ -213,7 +215,7 @@ func (m *Mount) Stats() MountStats {
 	return MountStats{
 		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.files,
 		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(),
-		FastPath:    string(m.fastPath),
+		FastPath:    string(m.FastPathMode()),
 		SourceStats: m.src.Stats(),
 		Jobs:        m.Jobs(),
 	}

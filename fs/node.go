@@ -120,7 +120,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
-	switch n.m.fastPath {
+	switch n.m.FastPathMode() {
 	case FastPathNoOpen:
 		// The kernel stops sending OPEN (and RELEASE) for good, and keeps
 		// every file's pages across opens; reads arrive without a handle.

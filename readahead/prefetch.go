@@ -123,7 +123,7 @@ func (r *Registry) fill() {
 	}
 	// Jobs furthest behind their window go first.
 	sort.Slice(jobs, func(a, b int) bool { return jobs[a].scan-jobs[a].frontier < jobs[b].scan-jobs[b].frontier })
-	full := r.full()
+	full := r.cfg.PolicyInstalled && r.full()
 	for _, j := range jobs {
 		j.window = r.window(j)
 		// Cover the readers' spread (frontier to head) and the window past
@@ -138,7 +138,7 @@ func (r *Registry) fill() {
 			if !ok {
 				break
 			}
-			if r.pf.inflight[it.ID] || j.mount.src.Cached(it.Obj) {
+			if r.pf.inflight[it.ID] {
 				continue
 			}
 			if full && !r.policy.admits(it.ID) {
@@ -152,10 +152,24 @@ func (r *Registry) fill() {
 		}
 	}
 	r.mu.Unlock()
+	// Asking the cache what it holds takes its locks (and may read the
+	// index): never under r.mu, which every read needs.
+	var cached []cache.ObjectID
 	for _, pj := range picks {
+		if pj.j.mount.src.Cached(pj.it.Obj) {
+			cached = append(cached, pj.it.ID)
+			continue
+		}
 		r.pf.running++
 		r.wg.Add(1)
 		go r.prefetch(pj)
+	}
+	if len(cached) > 0 {
+		r.mu.Lock()
+		for _, id := range cached {
+			delete(r.pf.inflight, id)
+		}
+		r.mu.Unlock()
 	}
 }
 

@@ -49,6 +49,11 @@ type Config struct {
 	// NoPrefetch turns prefetching off, leaving tracking and the policy:
 	// for measuring the policy alone.
 	NoPrefetch bool
+	// PolicyInstalled says the cache evicts with Policy(): prefetch then
+	// skips what the policy would not keep. Under another policy it
+	// prefetches regardless (a chunk the cache doesn't keep still reaches
+	// its reader through the staging area).
+	PolicyInstalled bool
 }
 
 // Registry holds the declared jobs of every mount sharing one cache, runs

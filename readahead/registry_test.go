@@ -28,7 +28,7 @@ func TestConcurrentJobsReadAndPrefetch(t *testing.T) {
 		}
 		objs[i] = mem.Put(fmt.Sprintf("d/%04d", i), data)
 	}
-	reg := New(Config{Parallel: 8})
+	reg := New(Config{Parallel: 8, PolicyInstalled: true})
 	defer reg.Close()
 	c, err := cache.Open(t.TempDir(), cache.Options{ChunkSize: 64 << 10, Capacity: n * size / 3, Policy: reg.Policy()})
 	if err != nil {

@@ -3,10 +3,12 @@ package test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -112,6 +114,36 @@ func TestPassthroughLargeFile(t *testing.T) {
 		t.Fatalf("whole file once cached: %v (bytes equal: %v)", err, bytes.Equal(got, big))
 	}
 	after := testenv.Stats(t, dsmountBin, mp).Mount
+
+	// Many concurrent opens of the cached file (loader workers opening one
+	// shard): each must get the same kind of open, never EIO.
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				f, err := os.Open(file)
+				if err != nil {
+					errs <- err
+					return
+				}
+				buf := make([]byte, 1<<20)
+				_, err = f.ReadAt(buf, 5<<20)
+				f.Close()
+				if err != nil || !bytes.Equal(buf, big[5<<20:6<<20]) {
+					errs <- fmt.Errorf("concurrent read: %v (bytes equal: %v)", err, bytes.Equal(buf, big[5<<20:6<<20]))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 	switch after.FastPath {
 	case "passthrough":
 		// The page cache of the FUSE inode was not used by passthrough

@@ -66,7 +66,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 	// cache's fill: set once the cache is open (its goroutine runs before).
 	var opened atomic.Pointer[cache.Cache]
 	ra := readahead.New(readahead.Config{
-		Logger: log, JobTimeout: cf.jobTimeout, Parallel: cf.prefetchParallel,
+		Logger: log, JobTimeout: cf.jobTimeout, Parallel: cf.prefetchParallel, PolicyInstalled: cf.policy == policyOrder,
 		Capacity: func() (int64, int64) {
 			if c := opened.Load(); c != nil {
 				return c.Capacity(), c.Used()
@@ -87,6 +87,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 	if cf.capacity == 0 {
 		free, err := freeSpace(cf.dir)
 		if err != nil {
+			ra.Close()
 			c.Close()
 			return nil, fmt.Errorf("--cache-size not given and the free space of %s is unknown: %w", cf.dir, err)
 		}
