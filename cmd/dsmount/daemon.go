@@ -45,9 +45,11 @@ type daemon struct {
 	done          chan struct{} // closed when the daemon should stop
 	doneOnce      sync.Once
 
-	mu     sync.Mutex
-	mounts map[string]*dsfs.Mount // by mountpoint
-	wg     sync.WaitGroup         // socket server and mount watchers
+	mu      sync.Mutex
+	mounts  map[string]*dsfs.Mount // by mountpoint
+	pending map[string]bool        // mountpoints being mounted (see addMount)
+	closing bool                   // close has begun: no new mounts
+	wg      sync.WaitGroup         // socket server and mount watchers
 }
 
 // cacheFlags are the settings of the cache a daemon serves.
@@ -93,7 +95,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 		}
 		c.SetCapacity(c.Used() + free*4/5)
 	}
-	d := &daemon{cache: c, ra: ra, opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}}
+	d := &daemon{cache: c, ra: ra, opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}, pending: map[string]bool{}}
 	sock := filepath.Join(cf.dir, socketName)
 	os.Remove(sock) // stale: whoever made it no longer holds the cache lock
 	ln, err := net.Listen("unix", sock)
@@ -119,12 +121,28 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 
 // addMount lists the source, builds the tree and mounts it.
 func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, error) {
+	// Reserve the mountpoint: two requests for one mountpoint must not both
+	// mount, and a request still listing when the daemon closes must not
+	// mount after close has unmounted everything.
 	d.mu.Lock()
 	_, taken := d.mounts[req.Mountpoint]
+	taken = taken || d.pending[req.Mountpoint]
+	closing := d.closing
+	if !taken && !closing {
+		d.pending[req.Mountpoint] = true
+	}
 	d.mu.Unlock()
+	if closing {
+		return nil, errors.New("the dsmount daemon is shutting down")
+	}
 	if taken {
 		return nil, fmt.Errorf("%s is already mounted by this daemon", req.Mountpoint)
 	}
+	defer func() {
+		d.mu.Lock()
+		delete(d.pending, req.Mountpoint)
+		d.mu.Unlock()
+	}()
 	b, err := openBackend(ctx, req.Source, req.backendFlags(), d.log)
 	if err != nil {
 		return nil, err
@@ -149,9 +167,18 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 		return nil, err
 	}
 	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		if err := unmountWithRetry(m, d.log); err != nil {
+			d.log.Warn("unmount failed", "mountpoint", req.Mountpoint, "err", err)
+		}
+		ra.Close()
+		b.Close()
+		return nil, errors.New("the dsmount daemon is shutting down")
+	}
 	d.mounts[req.Mountpoint] = m
-	d.mu.Unlock()
 	d.wg.Add(1)
+	d.mu.Unlock()
 	go d.watch(m, b, ra)
 	d.log.Info("mounted", "source", b.ID(), "mountpoint", req.Mountpoint, "files", m.Files(), "dirs", m.Dirs(),
 		"fast_path", m.FastPathMode(), "cache_dir", d.opts.dir, "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
@@ -185,6 +212,7 @@ func (d *daemon) close() {
 		d.metrics.Close()
 	}
 	d.mu.Lock()
+	d.closing = true
 	mounts := make([]*dsfs.Mount, 0, len(d.mounts))
 	for _, m := range d.mounts {
 		mounts = append(mounts, m)
