@@ -6,14 +6,17 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 )
 
 const (
 	// maxAncestry bounds the walk up the process tree.
 	maxAncestry = 32
-	// maxOwners bounds the memo; it starts over when full (pids are
-	// reused, so entries must not live forever anyway).
+	// maxOwners bounds the memo; it starts over when full.
 	maxOwners = 4096
+	// ownerTTL bounds how long an answer is trusted: pids are reused, and
+	// a process whose parent exits is reparented.
+	ownerTTL = 10 * time.Second
 )
 
 // owners maps a reading process to the declaring process it descends from,
@@ -21,9 +24,15 @@ const (
 // that declared the order, so the walk is short. Safe for concurrent use.
 type owners struct {
 	mu   sync.Mutex
-	memo map[[2]int]int // (reader pid, declaring pid) -> 1 if descends, -1 if not
-	// ppid reads a process's parent; tests replace it.
+	memo map[[2]int]ownerAnswer // by (reader pid, declaring pid)
+	// ppid reads a process's parent, now the clock; tests replace them.
 	ppid func(pid int) (int, error)
+	now  func() time.Time
+}
+
+type ownerAnswer struct {
+	descends bool
+	at       time.Time
 }
 
 // find returns the element of declarers that pid is or descends from, or
@@ -38,18 +47,23 @@ func (o *owners) find(pid int, declarers []int) int {
 }
 
 func (o *owners) descends(pid, ancestor int) bool {
+	now := time.Now
+	if o.now != nil {
+		now = o.now
+	}
 	key := [2]int{pid, ancestor}
+	t := now()
 	o.mu.Lock()
-	v, ok := o.memo[key]
+	a, ok := o.memo[key]
 	o.mu.Unlock()
-	if ok {
-		return v > 0
+	if ok && t.Sub(a.at) < ownerTTL {
+		return a.descends
 	}
 	ppid := o.ppid
 	if ppid == nil {
 		ppid = procParent
 	}
-	found := false
+	found, sure := false, true
 	for p, i := pid, 0; p > 1 && i < maxAncestry; i++ {
 		if p == ancestor {
 			found = true
@@ -57,20 +71,20 @@ func (o *owners) descends(pid, ancestor int) bool {
 		}
 		next, err := ppid(p)
 		if err != nil {
+			// A process that exited mid-walk, say: answer, don't remember.
+			sure = false
 			break
 		}
 		p = next
 	}
-	o.mu.Lock()
-	if o.memo == nil || len(o.memo) >= maxOwners {
-		o.memo = make(map[[2]int]int)
+	if sure {
+		o.mu.Lock()
+		if o.memo == nil || len(o.memo) >= maxOwners {
+			o.memo = make(map[[2]int]ownerAnswer)
+		}
+		o.memo[key] = ownerAnswer{descends: found, at: t}
+		o.mu.Unlock()
 	}
-	v = -1
-	if found {
-		v = 1
-	}
-	o.memo[key] = v
-	o.mu.Unlock()
 	return found
 }
 
