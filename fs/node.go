@@ -18,8 +18,8 @@ type node struct {
 	gofs.Inode
 	m *Mount
 	e *entry
-	// id is the cache's name for the file's object (files only), computed
-	// once per inode for readahead.
+	// id is the cache's name for the file's object (files of a mount with
+	// readahead only), computed once per inode.
 	id cache.ObjectID
 	// seq detects sequential reading of files bigger than a chunk.
 	seq *readahead.Sequential
@@ -31,7 +31,10 @@ type node struct {
 func (m *Mount) newNode(e *entry) *node {
 	n := &node{m: m, e: e}
 	if !e.isDir() {
-		n.id = m.src.ObjectID(e.obj)
+		if m.ra != nil {
+			// Hashed once per inode, only where reads are reported.
+			n.id = m.src.ObjectID(e.obj)
+		}
 		if e.obj.Size > m.chunkSize {
 			n.seq = new(readahead.Sequential)
 		}

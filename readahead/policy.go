@@ -61,63 +61,63 @@ func (p *orderPolicy) Removed(id cache.ObjectID) {
 func (p *orderPolicy) Victim(incoming cache.ObjectID, n int64) (cache.ObjectID, bool) {
 	r := p.r
 	r.mu.RLock()
+	defer r.mu.RUnlock()
 	if len(r.jobs) == 0 {
-		r.mu.RUnlock()
 		return p.fallback.Victim(incoming, n)
 	}
-	defer r.mu.RUnlock()
-	din, inDeclared := r.distance(incoming)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for attempt := 0; attempt < 2; attempt++ {
-		if attempt == 1 || p.stale() {
-			p.rank()
-		}
-		for len(p.ranked) > 0 {
-			c := p.ranked[0]
-			if _, ok := p.resident[c.id]; !ok || c.id == incoming {
-				p.ranked = p.ranked[1:]
-				continue
-			}
-			d, declared := r.distance(c.id)
-			if !declared {
-				p.ranked = p.ranked[1:]
-				return c.id, true
-			}
-			if !inDeclared || d <= din {
-				// The farthest cached object is needed sooner than
-				// incoming (or incoming is never needed): keep what is
-				// cached.
-				return cache.ObjectID{}, false
-			}
-			p.ranked = p.ranked[1:]
-			return c.id, true
-		}
+	c, ok := p.farthest(incoming)
+	if !ok || !p.evicts(c, incoming) {
+		return cache.ObjectID{}, false
 	}
-	return cache.ObjectID{}, false
+	p.ranked = p.ranked[1:]
+	return c.id, true
 }
 
 // admits reports whether Victim would make room for id (prefetch asks
 // before fetching, so it never fetches what the cache would not keep).
 // r.mu is held (read).
 func (p *orderPolicy) admits(id cache.ObjectID) bool {
-	din, inDeclared := p.r.distance(id)
-	if !inDeclared {
+	if _, declared := p.r.distance(id); !declared {
 		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stale() {
-		p.rank()
-	}
-	for _, c := range p.ranked {
-		if _, ok := p.resident[c.id]; !ok || c.id == id {
-			continue
+	c, ok := p.farthest(id)
+	return ok && p.evicts(c, id)
+}
+
+// farthest is the cached object, other than incoming, at the head of the
+// ranking, with its distance as of now; it drops stale heads (objects no
+// longer cached) and rebuilds a stale or exhausted ranking once. p.mu and
+// r.mu (read) are held.
+func (p *orderPolicy) farthest(incoming cache.ObjectID) (ranked, bool) {
+	for attempt := 0; attempt < 2; attempt++ {
+		if attempt == 1 || p.stale() {
+			p.rank()
 		}
-		d, declared := p.r.distance(c.id)
-		return !declared || d > din
+		for len(p.ranked) > 0 {
+			c := p.ranked[0]
+			if _, ok := p.resident[c.id]; ok && c.id != incoming {
+				c.dist, c.declared = p.r.distance(c.id)
+				return c, true
+			}
+			p.ranked = p.ranked[1:]
+		}
 	}
-	return false
+	return ranked{}, false
+}
+
+// evicts: Belady's rule. c goes if no declared order needs it, or if it is
+// needed later than incoming (which, needed never, keeps what is cached).
+// r.mu is held (read).
+func (p *orderPolicy) evicts(c ranked, incoming cache.ObjectID) bool {
+	if !c.declared {
+		return true
+	}
+	din, inDeclared := p.r.distance(incoming)
+	return inDeclared && c.dist > din
 }
 
 // stale reports whether the ranking must be rebuilt; p.mu and r.mu held.

@@ -253,7 +253,8 @@ func (m *Mount) Close() {
 func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int) {
 	r := m.r
 	r.mu.RLock()
-	var pids []int
+	var buf [8]int // declaring processes; on the stack for the usual few jobs
+	pids := buf[:0]
 	fresh := false
 	for k, j := range r.jobs {
 		if k.mount != m {

@@ -112,7 +112,7 @@ func ddMount(e *env, round int) result {
 	if n != e.largeSize {
 		t.Fatalf("dd through the mount copied %d bytes; the file has %d", n, e.largeSize)
 	}
-	st, err := daemonStats(e.bin, mp)
+	st, err := testenv.StatsErr(e.bin, mp)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

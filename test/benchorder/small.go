@@ -113,7 +113,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	if rs.files != int64(len(order)) {
 		t.Fatalf("%s: read %d files, the order has %d", name, rs.files, len(order))
 	}
-	st, err := daemonStats(e.bin, mp)
+	st, err := testenv.StatsErr(e.bin, mp)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

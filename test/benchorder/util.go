@@ -28,42 +28,6 @@ type result struct {
 func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
 func (r result) mbPerSec() float64    { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
 
-// jobStats is one job of `dsmount stats --json` (readahead.JobStats).
-type jobStats struct {
-	Name         string `json:"name"`
-	Declared     int    `json:"declared"`
-	Read         int    `json:"read"`
-	Prefetched   int64  `json:"prefetched"`
-	PrefetchHits int64  `json:"prefetch_hits"`
-	Stalls       int64  `json:"stalls"`
-	Window       int    `json:"window"`
-}
-
-// statsOut is the part of `dsmount stats MOUNTPOINT --json` this program
-// reads.
-type statsOut struct {
-	Mount struct {
-		Hits   int64      `json:"hits"`
-		Misses int64      `json:"misses"`
-		Jobs   []jobStats `json:"jobs"`
-	} `json:"mount"`
-	Cache struct {
-		ChunksFetched int64 `json:"chunks_fetched"`
-	} `json:"cache"`
-}
-
-func daemonStats(bin, mountpoint string) (statsOut, error) {
-	var s statsOut
-	r := testenv.RunCLI(bin, nil, 30*time.Second, "stats", mountpoint, "--json")
-	if r.ExitCode != 0 {
-		return s, fmt.Errorf("dsmount stats %s --json: exit %d\nstdout: %s\nstderr: %s", mountpoint, r.ExitCode, r.Stdout, r.Stderr)
-	}
-	if err := testenv.DecodeJSONObject(r.Stdout, &s); err != nil {
-		return s, fmt.Errorf("dsmount stats --json: %w", err)
-	}
-	return s, nil
-}
-
 // sampler scrapes a daemon's dsmount_fetches_in_flight every interval while
 // a pass runs: how many backend fetches the daemon actually keeps going.
 type sampler struct {
