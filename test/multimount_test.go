@@ -137,11 +137,11 @@ func TestMultiMount(t *testing.T) {
 			t.Errorf("stats lists no mount %s: %+v", mp, s.Mounts)
 			continue
 		}
-		if !strings.HasPrefix(ms.Source, source) || ms.BytesRead != f.total || ms.ReadErrors != 0 || ms.Hits+ms.Misses == 0 {
-			t.Errorf("stats of %s: %+v; want source %s[...], bytes_read %d (one full pass), no read errors", mp, ms, source, f.total)
+		if !strings.HasPrefix(ms.Source, source) || !onePass(ms.BytesRead, f.total) || ms.ReadErrors != 0 || ms.Hits+ms.Misses == 0 {
+			t.Errorf("stats of %s: %+v; want source %s[...], bytes_read %d (one full pass, give or take a re-read page), no read errors", mp, ms, source, f.total)
 		}
-		if v, n := testenv.PromFind(samples, "dsmount_mount_bytes_read_total", "mount", mp); n != 1 || int64(v) != f.total {
-			t.Errorf("metrics: dsmount_mount_bytes_read_total{mount=%q} = %v (%d series), want %d", mp, v, n, f.total)
+		if v, n := testenv.PromFind(samples, "dsmount_mount_bytes_read_total", "mount", mp); n != 1 || int64(v) != ms.BytesRead {
+			t.Errorf("metrics: dsmount_mount_bytes_read_total{mount=%q} = %v (%d series); stats --json says %d", mp, v, n, ms.BytesRead)
 		}
 	}
 

@@ -52,8 +52,8 @@ func TestStats(t *testing.T) {
 	if m.Files != int64(len(f.paths)) {
 		t.Errorf("stats: mount files %d, the mount holds %d", m.Files, len(f.paths))
 	}
-	if m.Reads <= 0 || m.BytesRead != f.total || m.ReadErrors != 0 {
-		t.Errorf("stats after reading every file once: reads %d, bytes_read %d, read_errors %d; want reads > 0, bytes_read %d, no errors",
+	if m.Reads <= 0 || !onePass(m.BytesRead, f.total) || m.ReadErrors != 0 {
+		t.Errorf("stats after reading every file once: reads %d, bytes_read %d, read_errors %d; want reads > 0, bytes_read %d (give or take a re-read page), no errors",
 			m.Reads, m.BytesRead, m.ReadErrors, f.total)
 	}
 	if m.Misses <= 0 || m.Hits+m.Misses < f.chunks || m.BytesFromBackend <= 0 || m.BytesFromCache+m.BytesFromBackend != m.BytesRead {
@@ -95,8 +95,8 @@ func TestStats(t *testing.T) {
 	s2 := testenv.Stats(t, dsmountBin, mp)
 	t.Logf("after a hot pass: %+v", s2)
 	m, c = s2.Mount, s2.Cache
-	if m.Reads <= 0 || m.BytesRead != f.total || m.Hits <= 0 || m.Misses != 0 || m.BytesFromBackend != 0 || m.BytesFromCache != f.total {
-		t.Errorf("stats after a pass served from the cache: reads %d, bytes_read %d, hits %d, misses %d, from cache %d, from backend %d; want bytes_read = from cache = %d, hits > 0, no misses, nothing from the backend",
+	if m.Reads <= 0 || !onePass(m.BytesRead, f.total) || m.Hits <= 0 || m.Misses != 0 || m.BytesFromBackend != 0 || m.BytesFromCache != m.BytesRead {
+		t.Errorf("stats after a pass served from the cache: reads %d, bytes_read %d, hits %d, misses %d, from cache %d, from backend %d; want bytes_read = from cache = %d (give or take a re-read page), hits > 0, no misses, nothing from the backend",
 			m.Reads, m.BytesRead, m.Hits, m.Misses, m.BytesFromCache, m.BytesFromBackend, f.total)
 	}
 	if c.ChunksFetched != 0 || c.BytesFetched != 0 || c.Used <= 0 || c.Capacity != capacity || c.Hits != m.Hits {

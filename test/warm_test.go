@@ -442,3 +442,11 @@ func oneLineError(r testenv.CLIResult, code int) error {
 	}
 	return nil
 }
+
+// onePass reports whether got bytes read through a mount match one pass over
+// total bytes. The kernel may read a page twice (it reclaims read-ahead pages
+// under memory pressure before the reader copies them), so a re-read of up to
+// 1% is one pass; reading less, or a second pass, is not.
+func onePass(got, total int64) bool {
+	return got >= total && got <= total+total/100
+}
