@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"syscall"
 
 	"github.com/dgraph-io/badger/v4"
@@ -43,6 +44,10 @@ type Options struct {
 	// never takes those.
 	FetchSlots int
 }
+
+// workerIdle is how long a flight worker waits for the next flight before
+// exiting: long enough to span the gaps between a loader's bursts.
+const workerIdle = time.Minute
 
 // DefaultFetchSlots is the default of Options.FetchSlots: the S3 backend's
 // default connection pool.
@@ -119,6 +124,7 @@ func Open(dir string, opts Options) (*Cache, error) {
 		opts.FetchSlots = DefaultFetchSlots
 	}
 	c.gate = newFetchGate(opts.FetchSlots, min(16, opts.FetchSlots/4))
+	c.flights.workers = newWorkers(workerIdle)
 	if err := c.open(); err != nil {
 		if c.db != nil {
 			c.db.Close()
@@ -251,6 +257,7 @@ func (c *Cache) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.fetches.Wait()
+	c.flights.workers.close()
 	c.maintenance.Wait()
 	c.commits.close()
 	err := c.db.Close()

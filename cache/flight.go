@@ -50,14 +50,14 @@ func (f *flight) set(res chunkResult, err error) {
 
 var errFlightUnset = errors.New("cache: flight ended without a result")
 
-// flightGroup runs at most one flight per key.
+// flightGroup runs at most one flight per key, each on one of its workers.
 type flightGroup struct {
-	mu sync.Mutex
-	m  map[string]*flight
+	workers *workers
+	mu      sync.Mutex
+	m       map[string]*flight
 }
 
-// join returns the flight for key, starting fn in a new goroutine if none
-// runs. A foreground caller raises the flight's priority, and raised says
+// join returns the flight for key, starting fn on a worker if none runs. A foreground caller raises the flight's priority, and raised says
 // it did so for a flight that was already running (the gate must look
 // again).
 func (g *flightGroup) join(key string, prio Priority, fn func(*flight)) (f *flight, raised bool) {
@@ -76,14 +76,14 @@ func (g *flightGroup) join(key string, prio Priority, fn func(*flight)) (f *flig
 	f.foreground.Store(prio == Foreground)
 	g.m[key] = f
 	g.mu.Unlock()
-	go func() {
+	g.workers.run(func() {
 		fn(f)
 		f.set(chunkResult{}, errFlightUnset) // no-op unless fn forgot
 		g.mu.Lock()
 		delete(g.m, key)
 		g.mu.Unlock()
 		close(f.done)
-	}()
+	})
 	return f, false
 }
 

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -56,6 +57,7 @@ func main() {
 		jitter    = flag.Int("jitter", 5, "± ms of jitter on the latency")
 		chunkSize = flag.String("chunk-size", "4M", "dsmount --chunk-size")
 		rounds    = flag.Int("rounds", 1, "rounds of (raw GETs, warm)")
+		profDir   = flag.String("cpuprofile-dir", "", "write CPU profiles to DIR: raw<N>.pprof of this program's raw GETs, warm<N>.pprof of the daemon during round N")
 	)
 	flag.Parse()
 
@@ -111,7 +113,9 @@ func main() {
 		}
 		g0 := gets()
 		c0, self0 := testenv.MachineCPU(), testenv.SelfCPU()
+		stopProfile := startProfile(t, *profDir, fmt.Sprintf("raw%d.pprof", round))
 		raw := rawGets(t, client, paths, sizes, *parallel)
+		stopProfile()
 		raw.gets = gets() - g0
 		raw.cpu = testenv.MachineCPU().BusySince(c0)
 		raw.procCPU = testenv.SelfCPU() - self0
@@ -119,7 +123,11 @@ func main() {
 		results = append(results, raw)
 
 		roundDir := filepath.Join(work, fmt.Sprintf("round%d", round))
-		w := warm(t, bin, mc, endpoint, roundDir, *chunkSize, *parallel, gets)
+		var profEnv []string
+		if *profDir != "" {
+			profEnv = []string{"DSMOUNT_CPUPROFILE=" + filepath.Join(*profDir, fmt.Sprintf("warm%d.pprof", round))}
+		}
+		w := warm(t, bin, mc, endpoint, roundDir, *chunkSize, *parallel, gets, profEnv)
 		w.name = "dsmount warm" + suffix
 		// Every round starts from the same machine state: removing the last
 		// round's 1 GB cache frees its page cache too (a page cache growing
@@ -178,12 +186,12 @@ func rawGets(t *testenv.ProgramT, client *s3.Client, paths []string, sizes []int
 
 // warm mounts the bucket on a fresh cache dir through endpoint and times
 // `dsmount warm MOUNTPOINT --parallel par --json`.
-func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chunkSize string, par int, gets func() int64) result {
+func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chunkSize string, par int, gets func() int64, env []string) result {
 	mp, cacheDir := filepath.Join(dir, "mnt"), filepath.Join(dir, "cache")
 	os.MkdirAll(mp, 0o755)
 	os.MkdirAll(cacheDir, 0o755)
 	t0 := time.Now()
-	m := testenv.StartMount(t, testenv.MountConfig{Bin: bin, Source: "s3://bench/ds", Mountpoint: mp, Env: mc.Env(),
+	m := testenv.StartMount(t, testenv.MountConfig{Bin: bin, Source: "s3://bench/ds", Mountpoint: mp, Env: append(mc.Env(), env...),
 		Args: []string{"--cache-dir", cacheDir, "--cache-size", "20G", "--chunk-size", chunkSize, "--s3-endpoint", endpoint, "--s3-path-style"}})
 	mountTime := time.Since(t0)
 	g0 := gets()
@@ -212,4 +220,23 @@ func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chu
 	return result{files: rep.Files, bytes: rep.Bytes, elapsed: r.Duration, gets: g1 - g0, cpu: cpu, procCPU: dcpu,
 		note: fmt.Sprintf("fresh mount+cache, --parallel %d; wall time of the command (it reports %.2fs; mount start %.2fs not counted)",
 			par, rep.Seconds, mountTime.Seconds())}
+}
+
+// startProfile writes this program's CPU profile to dir/name until the
+// returned func is called; with no dir it does nothing.
+func startProfile(t *testenv.ProgramT, dir, name string) func() {
+	if dir == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("--cpuprofile-dir: %v", err)
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatalf("--cpuprofile-dir: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatalf("cpu profile: %v", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }

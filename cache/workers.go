@@ -1,0 +1,77 @@
+package cache
+
+import (
+	"sync"
+	"time"
+)
+
+// workers runs flights on goroutines that outlive one flight. A flight goes
+// deep (the S3 SDK's middleware stack needs tens of KiB of stack), and a
+// fresh goroutine per flight grew its stack from the minimum every time:
+// copying stacks was 6% of the daemon's CPU while warming 10,000 small files
+// (go run ./test/benchwarm --cpuprofile-dir). A worker that finishes a
+// flight waits up to idle for the next one, then exits.
+//
+// Invariant: every goroutine started by run is counted in wg until it
+// exits; after close, run starts uncounted goroutines only (a flight begun
+// after Cache.Close ends at once with ErrClosed).
+type workers struct {
+	work chan func() // unbuffered: a send succeeds only into an idle worker
+	quit chan struct{}
+	idle time.Duration
+	wg   sync.WaitGroup
+
+	mu     sync.Mutex // guards closed against wg.Add after close
+	closed bool
+}
+
+func newWorkers(idle time.Duration) *workers {
+	return &workers{work: make(chan func()), quit: make(chan struct{}), idle: idle}
+}
+
+// run runs fn on an idle worker, or on a new one if none is idle.
+func (w *workers) run(fn func()) {
+	select {
+	case w.work <- fn:
+		return
+	default:
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		go fn()
+		return
+	}
+	w.wg.Add(1)
+	w.mu.Unlock()
+	go w.loop(fn)
+}
+
+func (w *workers) loop(fn func()) {
+	defer w.wg.Done()
+	t := time.NewTimer(w.idle)
+	defer t.Stop()
+	for {
+		fn()
+		fn = nil // don't pin the last flight while idle
+		t.Reset(w.idle)
+		select {
+		case fn = <-w.work:
+		case <-t.C:
+			return
+		case <-w.quit:
+			return
+		}
+	}
+}
+
+// close stops idle workers and waits for busy ones to finish their flight.
+func (w *workers) close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.quit)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
