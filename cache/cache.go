@@ -12,8 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"syscall"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"

@@ -54,13 +54,13 @@ var errFlightUnset = errors.New("cache: flight ended without a result")
 type flightGroup struct {
 	workers *workers
 	mu      sync.Mutex
-	m       map[string]*flight
+	m       map[chunkID]*flight
 }
 
 // join returns the flight for key, starting fn on a worker if none runs. A foreground caller raises the flight's priority, and raised says
 // it did so for a flight that was already running (the gate must look
 // again).
-func (g *flightGroup) join(key string, prio Priority, fn func(*flight)) (f *flight, raised bool) {
+func (g *flightGroup) join(key chunkID, prio Priority, fn func(*flight)) (f *flight, raised bool) {
 	g.mu.Lock()
 	if f, ok := g.m[key]; ok {
 		if prio == Foreground && !f.foreground.Swap(true) {
@@ -70,7 +70,7 @@ func (g *flightGroup) join(key string, prio Priority, fn func(*flight)) (f *flig
 		return f, raised
 	}
 	if g.m == nil {
-		g.m = make(map[string]*flight)
+		g.m = make(map[chunkID]*flight)
 	}
 	f = &flight{ready: make(chan struct{}), done: make(chan struct{})}
 	f.foreground.Store(prio == Foreground)

@@ -7,7 +7,6 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
@@ -79,7 +78,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		return err
 	}
 	// A chunk fetched ahead of its reader.
-	if c.staged.take(stageKey{o.id, idx}, dst, inner) {
+	if c.staged.take(chunkID{o.id, idx}, dst, inner) {
 		c.stats.hit(len(dst))
 		s.stats.hit(len(dst))
 		return nil
@@ -133,8 +132,7 @@ type chunkResult struct {
 // the bytes).
 func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, stored bool) (chunkResult, error) {
 	c := s.c
-	key := meta.id().String() + "/" + strconv.Itoa(idx)
-	f, raised := c.flights.join(key, prio, func(f *flight) {
+	f, raised := c.flights.join(chunkID{meta.id(), idx}, prio, func(f *flight) {
 		// The flight, not its callers, is what Close must wait for.
 		if !c.startFetch() {
 			f.set(chunkResult{}, ErrClosed)
@@ -291,7 +289,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	c.stats.chunksFetched.Add(1)
 	res := chunkResult{data: buf, fromBackend: true}
 	if !f.foreground.Load() {
-		c.staged.put(stageKey{o.id, idx}, buf)
+		c.staged.put(chunkID{o.id, idx}, buf)
 	}
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.

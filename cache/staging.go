@@ -13,21 +13,16 @@ const stagingLimit = 256 << 20
 // never modified.
 type staging struct {
 	mu    sync.Mutex
-	m     map[stageKey][]byte
-	fifo  []stageKey
+	m     map[chunkID][]byte
+	fifo  []chunkID
 	bytes int64
 }
 
-type stageKey struct {
-	id  ObjectID
-	idx int
-}
-
-func (s *staging) put(k stageKey, data []byte) {
+func (s *staging) put(k chunkID, data []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[stageKey][]byte)
+		s.m = make(map[chunkID][]byte)
 	}
 	if _, ok := s.m[k]; ok {
 		return
@@ -57,7 +52,7 @@ func (s *staging) put(k stageKey, data []byte) {
 
 // take copies the chunk's bytes at inner into dst if staged, dropping the
 // chunk once dst reaches its end.
-func (s *staging) take(k stageKey, dst []byte, inner int64) bool {
+func (s *staging) take(k chunkID, dst []byte, inner int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	data, ok := s.m[k]

@@ -8,7 +8,7 @@ import (
 func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 	var s staging
 	data := bytes.Repeat([]byte{7}, 8<<20)
-	k := stageKey{idx: 1}
+	k := chunkID{idx: 1}
 	s.put(k, data)
 	dst := make([]byte, 4<<20)
 	if !s.take(k, dst, 0) || !bytes.Equal(dst, data[:4<<20]) {
@@ -21,13 +21,13 @@ func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 		t.Fatalf("chunk still staged after a read reached its end (bytes %d)", s.bytes)
 	}
 	for i := range 200 {
-		s.put(stageKey{idx: i}, data)
+		s.put(chunkID{idx: i}, data)
 	}
 	if s.bytes > stagingLimit || len(s.fifo) > 2*len(s.m)+64 {
 		t.Fatalf("staging holds %d bytes in %d chunks, fifo %d; limit %d bytes", s.bytes, len(s.m), len(s.fifo), stagingLimit)
 	}
 	for i := range 200 {
-		s.take(stageKey{idx: i}, data, 0)
+		s.take(chunkID{idx: i}, data, 0)
 	}
 	if s.bytes != 0 || len(s.m) != 0 {
 		t.Fatalf("after taking everything: %d bytes, %d chunks", s.bytes, len(s.m))
