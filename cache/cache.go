@@ -72,6 +72,7 @@ type Cache struct {
 	// maintenance counts background goroutines (value-log GC).
 	maintenance sync.WaitGroup
 	flights     flightGroup
+	bufs        *bufPool
 	staged      staging
 	gate        *fetchGate
 
@@ -125,6 +126,8 @@ func Open(dir string, opts Options) (*Cache, error) {
 	}
 	c.gate = newFetchGate(opts.FetchSlots, min(16, opts.FetchSlots/4))
 	c.flights.workers = newWorkers(workerIdle)
+	c.bufs = newBufPool(opts.ChunkSize)
+	c.flights.free = c.bufs.put
 	if err := c.open(); err != nil {
 		if c.db != nil {
 			c.db.Close()

@@ -37,6 +37,13 @@ type flight struct {
 	// a prefetch that a read has caught up with waits at the read's
 	// priority.
 	foreground atomic.Bool
+	// readers is set (under flightGroup.mu) when a caller that reads
+	// res.data joins; kept is set by the flight when it handed res.data to
+	// someone else (the staging area). Unless either is set, the flight's
+	// buffer goes back to the pool once it is stored: nobody else can
+	// reach it then, since callers that don't read get res without data.
+	readers bool
+	kept    bool
 }
 
 // set publishes the flight's result to its waiters; only the first call
@@ -53,16 +60,21 @@ var errFlightUnset = errors.New("cache: flight ended without a result")
 // flightGroup runs at most one flight per key, each on one of its workers.
 type flightGroup struct {
 	workers *workers
+	free    func([]byte) // recycles a flight's buffer nobody else holds
 	mu      sync.Mutex
 	m       map[chunkID]*flight
 }
 
-// join returns the flight for key, starting fn on a worker if none runs. A foreground caller raises the flight's priority, and raised says
+// join returns the flight for key, starting fn on a worker if none runs.
+// A caller that will read res.data says so with reads; the others must not
+// touch it. When the flight ends, its buffer is recycled through free unless
+// a reader joined or the flight kept it. A foreground caller raises the flight's priority, and raised says
 // it did so for a flight that was already running (the gate must look
 // again).
-func (g *flightGroup) join(key chunkID, prio Priority, fn func(*flight)) (f *flight, raised bool) {
+func (g *flightGroup) join(key chunkID, prio Priority, reads bool, fn func(*flight)) (f *flight, raised bool) {
 	g.mu.Lock()
 	if f, ok := g.m[key]; ok {
+		f.readers = f.readers || reads
 		if prio == Foreground && !f.foreground.Swap(true) {
 			raised = true
 		}
@@ -74,6 +86,7 @@ func (g *flightGroup) join(key chunkID, prio Priority, fn func(*flight)) (f *fli
 	}
 	f = &flight{ready: make(chan struct{}), done: make(chan struct{})}
 	f.foreground.Store(prio == Foreground)
+	f.readers = reads
 	g.m[key] = f
 	g.mu.Unlock()
 	g.workers.run(func() {
@@ -81,8 +94,12 @@ func (g *flightGroup) join(key chunkID, prio Priority, fn func(*flight)) (f *fli
 		f.set(chunkResult{}, errFlightUnset) // no-op unless fn forgot
 		g.mu.Lock()
 		delete(g.m, key)
+		recycle := !f.readers && !f.kept && f.res.data != nil
 		g.mu.Unlock()
 		close(f.done)
+		if recycle && g.free != nil {
+			g.free(f.res.data)
+		}
 	})
 	return f, false
 }

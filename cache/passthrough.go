@@ -38,9 +38,11 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 			return nil, ErrNotCached
 		}
 		if !st.verified {
-			if _, ok := c.readVerified(o, idx, meta.chunkLen(idx), int64(idx)*meta.ChunkSize); !ok {
+			data, ok := c.readVerified(o, idx, meta.chunkLen(idx), int64(idx)*meta.ChunkSize)
+			if !ok {
 				return nil, ErrNotCached
 			}
+			c.bufs.put(data)
 		}
 	}
 	o.mu.RLock()

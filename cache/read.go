@@ -132,7 +132,7 @@ type chunkResult struct {
 // the bytes).
 func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, stored bool) (chunkResult, error) {
 	c := s.c
-	f, raised := c.flights.join(chunkID{meta.id(), idx}, prio, func(f *flight) {
+	f, raised := c.flights.join(chunkID{meta.id(), idx}, prio, !stored, func(f *flight) {
 		// The flight, not its callers, is what Close must wait for.
 		if !c.startFetch() {
 			f.set(chunkResult{}, ErrClosed)
@@ -152,7 +152,11 @@ func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object,
 	}
 	select {
 	case <-wait:
-		return f.res, f.err
+		res := f.res
+		if stored {
+			res.data = nil // recycled once stored; only readers may touch it
+		}
+		return res, f.err
 	case <-ctx.Done():
 		return chunkResult{}, ctx.Err()
 	}
@@ -261,7 +265,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, fetchTimeout)
 	defer cancel()
-	buf := make([]byte, n)
+	buf := c.bufs.get(int(n))
 	// In flight until stored: tests and stats readers that wait for no
 	// fetches in flight then see the chunk cached.
 	c.stats.fetchesInFlight.Add(1)
@@ -279,6 +283,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 		err = io.EOF // a short read without an error breaks the contract: never cache a zero tail
 	}
 	if err != nil {
+		c.bufs.put(buf) // partly written, and nobody saw it
 		if err == io.EOF {
 			// The object is shorter than its listing said: it changed.
 			err = backend.Wrap("read", obj.Key, backend.ErrChanged, fmt.Errorf("object ended at %d, listed size %d", off+int64(got), obj.Size))
@@ -290,6 +295,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	res := chunkResult{data: buf, fromBackend: true}
 	if !f.foreground.Load() {
 		c.staged.put(chunkID{o.id, idx}, buf)
+		f.kept = true
 	}
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.
@@ -310,7 +316,7 @@ func (c *Cache) readVerified(o *object, idx int, n, off int64) ([]byte, bool) {
 		o.mu.RUnlock()
 		return nil, false
 	}
-	buf := make([]byte, n)
+	buf := c.bufs.get(int(n))
 	err := preadFull(o.path, buf, off)
 	if err == nil && (want.verified || crc32.Checksum(buf, castagnoli) == want.crc) {
 		if !want.verified {
@@ -324,6 +330,7 @@ func (c *Cache) readVerified(o *object, idx int, n, off int64) ([]byte, bool) {
 		return buf, true
 	}
 	o.mu.RUnlock()
+	c.bufs.put(buf)
 	if err == nil {
 		c.stats.verifyFailures.Add(1)
 		c.log.Warn("cache: chunk failed its checksum; refetching", "key", o.meta.Key, "chunk", idx)

@@ -57,6 +57,7 @@ func main() {
 		jitter    = flag.Int("jitter", 5, "± ms of jitter on the latency")
 		chunkSize = flag.String("chunk-size", "4M", "dsmount --chunk-size")
 		rounds    = flag.Int("rounds", 1, "rounds of (raw GETs, warm)")
+		isolate   = flag.Bool("isolate-backend", false, "pin MinIO and toxiproxy to CPU 0, and this program (raw GETs), the daemon and warm to the other CPUs: a remote store's CPU is not the node's")
 		profDir   = flag.String("cpuprofile-dir", "", "write CPU profiles to DIR: raw<N>.pprof of this program's raw GETs, warm<N>.pprof of the daemon during round N")
 	)
 	flag.Parse()
@@ -95,6 +96,11 @@ func main() {
 	tp.AddLatency("minio", *latency, *jitter)
 	endpoint := "http://" + proxy
 	fmt.Fprintf(os.Stderr, "MinIO %s behind toxiproxy %s (+%d ms ± %d on every answer)\n", mc.Addr(), proxy, *latency, *jitter)
+	cpuNote := "all processes share all CPUs"
+	if *isolate {
+		cpuNote = isolateBackend(t, mc.Pid(), tp.Pid())
+		fmt.Fprintln(os.Stderr, cpuNote)
+	}
 
 	bin, err := testenv.BuildDsmount(filepath.Join(work, "bin"))
 	if err != nil {
@@ -169,6 +175,7 @@ func main() {
 	fmt.Printf("\nwarm/raw (files/s): %.2f (median of %d round(s)); target >= 0.90: %s\n", med, len(ratios), verdict)
 	fmt.Printf("%d files of %d B; MinIO behind toxiproxy +%d ms ± %d; %d in flight; --chunk-size %s\n",
 		len(paths), *fileSize, *latency, *jitter, *parallel, *chunkSize)
+	fmt.Printf("cpus: %s\n", cpuNote)
 	fmt.Printf("cpu busy: cores busy on the whole machine during the pass (MinIO and toxiproxy included); proc cpu: CPU time of this program (raw) or of the dsmount daemon (warm)\n")
 }
 
@@ -239,4 +246,26 @@ func startProfile(t *testenv.ProgramT, dir, name string) func() {
 		t.Fatalf("cpu profile: %v", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// isolateBackend pins the backend's processes to CPU 0 and this program (and
+// so the daemon and the warm command it starts) to the others.
+func isolateBackend(t *testenv.ProgramT, backendPids ...int) string {
+	n := runtime.NumCPU()
+	if n < 2 {
+		t.Fatalf("--isolate-backend needs 2 CPUs or more, this machine has %d", n)
+	}
+	rest := make([]int, 0, n-1)
+	for c := 1; c < n; c++ {
+		rest = append(rest, c)
+	}
+	for _, pid := range backendPids {
+		if err := testenv.Pin(pid, []int{0}); err != nil {
+			t.Fatalf("--isolate-backend: %v", err)
+		}
+	}
+	if err := testenv.Pin(0, rest); err != nil {
+		t.Fatalf("--isolate-backend: %v", err)
+	}
+	return fmt.Sprintf("MinIO and toxiproxy pinned to CPU 0; raw GETs, the daemon and warm to CPUs 1-%d", n-1)
 }

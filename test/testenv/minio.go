@@ -436,3 +436,6 @@ func (b *capBuffer) String() string {
 	}
 	return string(b.buf)
 }
+
+// Pid is the MinIO server's process ID.
+func (m *MinIO) Pid() int { return m.cmd.Process.Pid }

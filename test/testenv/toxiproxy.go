@@ -264,3 +264,6 @@ func (tp *Toxiproxy) Proxies() (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// Pid is the toxiproxy server's process ID.
+func (tp *Toxiproxy) Pid() int { return tp.cmd.Process.Pid }
