@@ -42,6 +42,13 @@
 // memory. Chunks fetched ahead wait for their reader in a bounded staging
 // area (staging.go).
 //
+// Flights run on reused worker goroutines (workers.go), so their deep stacks
+// stay grown. A flight's buffer comes from a pool (bufpool.go) and goes
+// back to it when the flight is stored, unless a caller that reads the bytes
+// joined or the staging area kept them: warm and prefetch-only flights
+// recycle theirs. Source.Close waits for the flights started through that
+// source, so its backend can be closed after it.
+//
 // A gate bounds backend fetches in flight (Options.FetchSlots). Background
 // fetches (prefetch) never take the last slots, and a waiting foreground
 // fetch (a read that missed, warm) is always granted before a waiting

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
@@ -23,17 +24,45 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Source serves the objects of one backend through the cache. Any number of
 // Sources (mounts) may share one Cache.
+//
+// Invariant: once Close has returned, no flight started through this Source
+// is running, so its backend may be closed.
 type Source struct {
 	c     *Cache
 	b     backend.Backend
 	id    string
 	stats counters // this source's share of hits and misses
+
+	mu      sync.Mutex // guards closed against flights.Add after Close
+	closed  bool
+	flights sync.WaitGroup // flights started through this source
 }
 
 // Source binds b to the cache. Entries are keyed by b.ID(), so two Sources
 // over the same store share cached chunks.
 func (c *Cache) Source(b backend.Backend) *Source {
 	return &Source{c: c, b: b, id: b.ID()}
+}
+
+// Close waits for the flights started through s (prefetches included) and
+// refuses new ones with ErrClosed: after it, s's backend is no longer used
+// and may be closed. Flights of the same chunks started by another Source
+// over the same store are not affected.
+func (s *Source) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.flights.Wait()
+}
+
+func (s *Source) startFlight() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.flights.Add(1)
+	return true
 }
 
 // Backend is the backend this source reads from.
@@ -134,6 +163,11 @@ func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object,
 	c := s.c
 	f, raised := c.flights.join(chunkID{meta.id(), idx}, prio, !stored, func(f *flight) {
 		// The flight, not its callers, is what Close must wait for.
+		if !s.startFlight() {
+			f.set(chunkResult{}, ErrClosed)
+			return
+		}
+		defer s.flights.Done()
 		if !c.startFetch() {
 			f.set(chunkResult{}, ErrClosed)
 			return

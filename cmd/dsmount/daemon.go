@@ -163,6 +163,7 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 	reportSkipped(d.log, m.Skipped())
 	if err := m.Serve(req.Mountpoint); err != nil {
 		ra.Close()
+		src.Close()
 		b.Close()
 		return nil, err
 	}
@@ -173,13 +174,14 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 			d.log.Warn("unmount failed", "mountpoint", req.Mountpoint, "err", err)
 		}
 		ra.Close()
+		src.Close()
 		b.Close()
 		return nil, errors.New("the dsmount daemon is shutting down")
 	}
 	d.mounts[req.Mountpoint] = m
 	d.wg.Add(1)
 	d.mu.Unlock()
-	go d.watch(m, b, ra)
+	go d.watch(m, src, b, ra)
 	d.log.Info("mounted", "source", b.ID(), "mountpoint", req.Mountpoint, "files", m.Files(), "dirs", m.Dirs(),
 		"fast_path", m.FastPathMode(), "cache_dir", d.opts.dir, "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
 	return m, nil
@@ -187,10 +189,12 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 
 // watch forgets a mount once its server stops (unmounted from outside or
 // by close), and ends the daemon with its last mount if asked to.
-func (d *daemon) watch(m *dsfs.Mount, b backend.Backend, ra *readahead.Mount) {
+func (d *daemon) watch(m *dsfs.Mount, src *cache.Source, b backend.Backend, ra *readahead.Mount) {
 	defer d.wg.Done()
 	m.Server().Wait()
 	ra.Close()
+	// The source's prefetches and fetches in flight still use b.
+	src.Close()
 	b.Close()
 	d.mu.Lock()
 	delete(d.mounts, m.Mountpoint())
