@@ -33,26 +33,43 @@ type Source struct {
 	id    string
 	stats counters // this source's share of hits and misses
 
+	// ctx bounds this source's flights: Close cancels it, so an unmount
+	// doesn't wait for prefetches queued behind other mounts' reads.
+	ctx     context.Context
+	cancel  context.CancelFunc
 	mu      sync.Mutex // guards closed against flights.Add after Close
 	closed  bool
 	flights sync.WaitGroup // flights started through this source
 }
 
+// errSourceClosed ends a flight whose Source closed under it. A caller from
+// another, open Source over the same store that joined that flight starts
+// its own instead of failing.
+var errSourceClosed = fmt.Errorf("%w: its mount is closing", ErrClosed)
+
 // Source binds b to the cache. Entries are keyed by b.ID(), so two Sources
 // over the same store share cached chunks.
 func (c *Cache) Source(b backend.Backend) *Source {
-	return &Source{c: c, b: b, id: b.ID()}
+	ctx, cancel := context.WithCancel(c.ctx)
+	return &Source{c: c, b: b, id: b.ID(), ctx: ctx, cancel: cancel}
 }
 
-// Close waits for the flights started through s (prefetches included) and
-// refuses new ones with ErrClosed: after it, s's backend is no longer used
-// and may be closed. Flights of the same chunks started by another Source
-// over the same store are not affected.
+// Close cancels the flights started through s (prefetches included), waits
+// for them, and refuses new ones with ErrClosed: after it, s's backend is no
+// longer used and may be closed. Callers from another Source over the same
+// store that had joined one of those flights fetch again on their own.
 func (s *Source) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.cancel()
 	s.flights.Wait()
+}
+
+func (s *Source) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 func (s *Source) startFlight() bool {
@@ -160,11 +177,30 @@ type chunkResult struct {
 // chunk to the cache (warm and prefetch want it there; a read only wants
 // the bytes).
 func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, stored bool) (chunkResult, error) {
+	if s.isClosed() {
+		return chunkResult{}, errSourceClosed
+	}
+	for {
+		res, f, err := s.chunkOnce(ctx, meta, obj, idx, prio, stored)
+		if err != errSourceClosed || s.isClosed() {
+			return res, err
+		}
+		// Another mount's flight, cancelled by its unmount: once it has
+		// left the group, start our own.
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return chunkResult{}, ctx.Err()
+		}
+	}
+}
+
+func (s *Source) chunkOnce(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, stored bool) (chunkResult, *flight, error) {
 	c := s.c
 	f, raised := c.flights.join(chunkID{meta.id(), idx}, prio, !stored, func(f *flight) {
 		// The flight, not its callers, is what Close must wait for.
 		if !s.startFlight() {
-			f.set(chunkResult{}, ErrClosed)
+			f.set(chunkResult{}, errSourceClosed)
 			return
 		}
 		defer s.flights.Done()
@@ -190,9 +226,9 @@ func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object,
 		if stored {
 			res.data = nil // recycled once stored; only readers may touch it
 		}
-		return res, f.err
+		return res, f, f.err
 	case <-ctx.Done():
-		return chunkResult{}, ctx.Err()
+		return chunkResult{}, f, ctx.Err()
 	}
 }
 
@@ -294,10 +330,10 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 
 	// The timeout bounds the fetch, not the wait for a slot: a prefetch
 	// queued behind reads must not hand a joining read a spent deadline.
-	if err := c.gate.acquire(c.ctx, f); err != nil {
-		return chunkResult{}, err
+	if err := c.gate.acquire(s.ctx, f); err != nil {
+		return chunkResult{}, s.flightErr(err)
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, fetchTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, fetchTimeout)
 	defer cancel()
 	buf := c.bufs.get(int(n))
 	// In flight until stored: tests and stats readers that wait for no
@@ -322,7 +358,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 			// The object is shorter than its listing said: it changed.
 			err = backend.Wrap("read", obj.Key, backend.ErrChanged, fmt.Errorf("object ended at %d, listed size %d", off+int64(got), obj.Size))
 		}
-		return chunkResult{}, err
+		return chunkResult{}, s.flightErr(err)
 	}
 	c.stats.bytesFetched.Add(int64(len(buf)))
 	c.stats.chunksFetched.Add(1)
@@ -336,6 +372,15 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	f.set(res, nil)
 	c.store(o, idx, buf, crc32.Checksum(buf, castagnoli))
 	return res, nil
+}
+
+// flightErr is err, unless the flight failed because s closed while the
+// cache did not: then errSourceClosed, so other sources' callers retry.
+func (s *Source) flightErr(err error) error {
+	if s.ctx.Err() != nil && s.c.ctx.Err() == nil {
+		return errSourceClosed
+	}
+	return err
 }
 
 // readVerified returns chunk idx from o's file if it is present and its

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,8 @@ type workers struct {
 	quit chan struct{}
 	idle time.Duration
 	wg   sync.WaitGroup
+	// waiting counts workers between flights (tests wait on it).
+	waiting atomic.Int32
 
 	mu     sync.Mutex // guards closed against wg.Add after close
 	closed bool
@@ -55,11 +58,15 @@ func (w *workers) loop(fn func()) {
 		fn()
 		fn = nil // don't pin the last flight while idle
 		t.Reset(w.idle)
+		w.waiting.Add(1)
 		select {
 		case fn = <-w.work:
+			w.waiting.Add(-1)
 		case <-t.C:
+			w.waiting.Add(-1)
 			return
 		case <-w.quit:
+			w.waiting.Add(-1)
 			return
 		}
 	}

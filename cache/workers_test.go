@@ -19,25 +19,14 @@ func goid() string {
 func TestWorkersReuseIdleGoroutine(t *testing.T) {
 	w := newWorkers(time.Hour)
 	defer w.close()
-	first := make(chan string)
-	w.run(func() { first <- goid() })
-	a := <-first
-
-	// The worker is idle once it takes a hand-off; nothing else could.
-	second := make(chan string, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for sent := false; !sent; {
-		select {
-		case w.work <- func() { second <- goid() }:
-			sent = true
-		default:
-			if time.Now().After(deadline) {
-				t.Fatal("the worker never went idle after its flight")
-			}
-			runtime.Gosched()
-		}
+	ids := make(chan string)
+	w.run(func() { ids <- goid() })
+	a := <-ids
+	for w.waiting.Load() == 0 { // the worker finished its flight and waits for the next
+		runtime.Gosched()
 	}
-	if b := <-second; b != a {
+	w.run(func() { ids <- goid() })
+	if b := <-ids; b != a {
 		t.Errorf("second flight ran on goroutine %s, the idle worker was %s", b, a)
 	}
 }
@@ -51,10 +40,12 @@ func TestWorkersCloseWaitsForBusyAndRunsLateWork(t *testing.T) {
 	<-started
 	closed := make(chan struct{})
 	go func() { w.close(); close(closed) }()
+	// A negative check, bounded: close must still be waiting a while after
+	// it was called, since the flight can't end before release.
 	select {
 	case <-closed:
 		t.Fatal("close returned while a worker was busy")
-	default:
+	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
 	<-closed

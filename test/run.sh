@@ -12,7 +12,9 @@
 #   - the toxiproxy server (a TCP latency/fault proxy), built with `go install`
 #     into the same directory and renamed toxiproxy-server (go install names
 #     it `server`). DSMOUNT_TOXIPROXY overrides the path.
-# Then it runs `go vet ./...` and `go test -count=1 -timeout 40m ./...`.
+# Then it runs `go vet ./...`, the cache package's tests under the race
+# detector (its concurrency tests catch a recycled buffer reaching a reader
+# reliably only there), and `go test -count=1 -timeout 40m ./...`.
 # Extra arguments are passed to go test (e.g. -run TestCrash -v).
 set -euo pipefail
 
@@ -70,6 +72,9 @@ export DSMOUNT_TOXIPROXY="$TOXIPROXY_BIN"
 log "go version: $(go version)"
 log "go vet ./..."
 go vet ./...
+
+log "go test -race ./cache"
+go test -count=1 -race -timeout 20m ./cache
 
 log "go test -count=1 -timeout 40m ./... $*"
 go test -count=1 -timeout 40m "$@" ./...
