@@ -125,8 +125,9 @@ func ddMount(e *env, round int) result {
 	}
 	logs := m.ProblemLogs()
 	m.Stop()
-	if err := testenv.RemoveAndSettle(dir); err != nil {
-		t.Fatalf("remove %s: %v", dir, err)
+	// Kept, not deleted, until the program ends (see SettleKeeping).
+	if err := testenv.SettleKeeping(dir); err != nil {
+		t.Fatalf("settle %s: %v", dir, err)
 	}
 	return result{name: "dd, cold mount", files: 1, bytes: n, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, stall: -1, logs: logs,
 		note: fmt.Sprintf("dd bs=1M, fresh mount+cache, --chunk-size %s; hits %d misses %d, %d chunks fetched; bytes checked after (CRC-32C); %s",

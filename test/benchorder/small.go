@@ -119,8 +119,9 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	}
 	logs := m.ProblemLogs()
 	m.Stop()
-	if err := testenv.RemoveAndSettle(dir); err != nil {
-		t.Fatalf("remove %s: %v", dir, err)
+	// Kept, not deleted, until the program ends (see SettleKeeping).
+	if err := testenv.SettleKeeping(dir); err != nil {
+		t.Fatalf("settle %s: %v", dir, err)
 	}
 
 	res := result{name: name, files: rs.files, bytes: rs.bytes, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, stall: -1, logs: logs}
