@@ -23,6 +23,11 @@
 //     a Dataset of torch.frombuffer(file bytes), num_workers 4, batch 32,
 //     shuffle; one warm-up epoch then one timed epoch per invocation;
 //     samples/s, mount vs direct. Target >= 0.8x.
+//     3b. context for 3, without torch: one Python process reading every
+//     file whole with open(buffering=-1) and open(buffering=0)
+//     (python/tests/bench_open.py), files/s, mount vs direct, and the
+//     daemon's CPU per file (the isatty() ioctl of a buffered open() is a
+//     round trip to it).
 //  4. `ls -lR` of the tree (LC_ALL=C, to /dev/null), wall time, mount vs
 //     direct, after one untimed warm-up each (whose outputs are compared:
 //     names, types, file sizes). Target: mount <= 2x direct.
@@ -363,6 +368,48 @@ func main() {
 		p3.notes = append(p3.notes, "each: one invocation of python/tests/bench_loader.py, a warm-up epoch then the timed one; item = torch.frombuffer(file bytes), default collate",
 			fmt.Sprintf("daemon CPU-s per invocation (2 epochs): %s", floatList(dcpu, "%.3f")))
 		passes = append(passes, p3)
+	}
+
+	// Pass 3b: what the loader's gap is made of, without torch: one Python
+	// process reading every file whole, default buffering and buffering=0.
+	if !c.skipLoader {
+		list := filepath.Join(work, "files.txt")
+		script := filepath.Join(repo, "python", "tests", "bench_open.py")
+		for _, buffering := range []int{-1, 0} {
+			p := &pass{name: fmt.Sprintf("3b. one Python process, open(buffering=%d).read() per file", buffering),
+				unit: "files/s", refName: "direct"}
+			var dcpu []float64
+			openRead := func(root string) float64 {
+				cmd := exec.Command(c.python, script, "--root", root, "--list", list, "--buffering", fmt.Sprint(buffering))
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("%s: %v\nstderr: %s", strings.Join(cmd.Args, " "), err, stderr.String())
+				}
+				var res struct {
+					Files   int64   `json:"files"`
+					Bytes   int64   `json:"bytes"`
+					Seconds float64 `json:"seconds"`
+				}
+				if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
+					t.Fatalf("bench_open.py: %v: %q", err, stdout.String())
+				}
+				if res.Files != int64(len(small)) || res.Bytes != smallBytes {
+					t.Fatalf("bench_open.py over %s: %d files / %d bytes, want %d / %d", root, res.Files, res.Bytes, len(small), smallBytes)
+				}
+				return float64(res.Files) / res.Seconds
+			}
+			for r := 0; r < c.rounds; r++ {
+				sides(r, func() { p.ref = append(p.ref, openRead(src)) }, func() {
+					c0 := testenv.ProcCPU(pid)
+					p.mnt = append(p.mnt, openRead(mnt))
+					dcpu = append(dcpu, (testenv.ProcCPU(pid)-c0)/float64(2*len(small))*1e6)
+				})
+			}
+			p.notes = append(p.notes, "each: one invocation of python/tests/bench_open.py (an untimed pass, then a timed one; no torch)",
+				fmt.Sprintf("daemon CPU per file (µs, both passes): %s", floatList(dcpu, "%.1f")))
+			passes = append(passes, p)
+		}
 	}
 
 	// Pass 4: ls -lR.
