@@ -46,8 +46,9 @@
 // stay grown. A flight's buffer comes from a pool (bufpool.go) and goes
 // back to it when the flight is stored, unless a caller that reads the bytes
 // joined or the staging area kept them: warm and prefetch-only flights
-// recycle theirs. Source.Close waits for the flights started through that
-// source, so its backend can be closed after it.
+// recycle theirs. Source.Close cancels the flights started through that
+// source and waits for them, so its backend can be closed after it; a
+// caller from another source that had joined one fetches again.
 //
 // A gate bounds backend fetches in flight (Options.FetchSlots). Background
 // fetches (prefetch) never take the last slots, and a waiting foreground
@@ -63,7 +64,8 @@
 // (object.bits), taken under the RWMutex held shared: a store flips a chunk
 // present without waiting for the other stores' writes. A reader or writer
 // that finds its object dead looks it up again. The policy has its own
-// mutex and is never called with an object lock held. Lock order: spaceMu,
+// mutex and is never called with an object lock held. Source.mu guards only
+// that source's closed flag, so a flight can't register after Close. Lock order: spaceMu,
 // then Cache.mu, then an object's mu, then its bits.
 //
 // # Entry points for readahead
