@@ -65,8 +65,9 @@
 // present without waiting for the other stores' writes. A reader or writer
 // that finds its object dead looks it up again. The policy has its own
 // mutex and is never called with an object lock held. Source.mu guards only
-// that source's closed flag, so a flight can't register after Close. Lock order: spaceMu,
-// then Cache.mu, then an object's mu, then its bits.
+// that source's closed flag, so a flight can't register after Close, and is
+// never held with another lock. Lock order: spaceMu, then Cache.mu, then an
+// object's mu, then its bits.
 //
 // # Entry points for readahead
 //
