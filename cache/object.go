@@ -107,7 +107,11 @@ func (c *Cache) object(meta objectMeta) (*object, error) {
 		c.objects[id] = o
 	}
 	c.mu.Unlock()
+	return c.load(o)
+}
 
+// load reads o's chunk records from the index the first time o is used.
+func (c *Cache) load(o *object) (*object, error) {
 	o.mu.RLock()
 	loaded := o.loaded
 	o.mu.RUnlock()

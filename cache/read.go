@@ -169,9 +169,9 @@ type chunkResult struct {
 
 // chunk returns the whole of chunk idx through the single flight: at most
 // one verification or backend fetch per chunk runs at a time, and every
-// concurrent caller shares its result. The flight runs on the cache's
-// context, not the caller's, so a reader that gives up doesn't fail the
-// others; the caller stops waiting when its ctx is done.
+// concurrent caller shares its result. The flight runs on the context of
+// the source that started it, not the caller's, so a reader that gives up
+// doesn't fail the others; the caller stops waiting when its ctx is done.
 //
 // With stored set, it returns only once the flight has also offered the
 // chunk to the cache (warm and prefetch want it there; a read only wants
@@ -297,19 +297,8 @@ func (s *Source) ObjectID(obj backend.Object) ObjectID {
 
 // Cached reports whether every chunk of obj is cached.
 func (s *Source) Cached(obj backend.Object) bool {
-	if obj.Size == 0 {
-		return true
-	}
-	meta := metaOf(s.id, obj, s.c.chunkSize)
-	o, err := s.c.existing(meta)
-	if o == nil || err != nil {
-		return false
-	}
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	o.bits.Lock()
-	defer o.bits.Unlock()
-	return !o.dead && o.cached == obj.Size
+	n, err := s.CachedBytes(obj)
+	return err == nil && n == obj.Size
 }
 
 // loadChunk runs inside the flight. It re-checks the cache first (another

@@ -111,10 +111,10 @@ func (s *Source) ChunkCached(obj backend.Object, idx int) bool {
 // object they ask about.
 func (c *Cache) existing(meta objectMeta) (*object, error) {
 	c.mu.Lock()
-	_, known := c.objects[meta.id()]
+	o := c.objects[meta.id()]
 	c.mu.Unlock()
-	if !known {
+	if o == nil {
 		return nil, nil
 	}
-	return c.object(meta)
+	return c.load(o)
 }
