@@ -76,7 +76,7 @@ var (
 
 func (n *controlNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = fuse.S_IFREG | 0o600
-	out.Ino = max(n.ino, controlIno)
+	out.Ino = n.ino
 	out.Nlink = 1
 	out.Uid, out.Gid = n.m.uid, n.m.gid
 	return 0
@@ -91,8 +91,7 @@ func (n *controlNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, 
 	if n.m.FastPathMode() == FastPathNoOpen {
 		return nil, 0, syscall.ENOSYS
 	}
-	h := &controlHandle{m: n.m, notify: make(chan struct{})}
-	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	return newControlHandle(n.m), fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
 }
 
 // controlSession answers the creation of a session entry: a fresh inode
@@ -107,8 +106,11 @@ func (m *Mount) controlSession(ctx context.Context, root *node, out *fuse.EntryO
 	out.SetAttrTimeout(0)
 	ctl := &controlNode{m: m, ino: ino}
 	inode := root.NewInode(ctx, ctl, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino})
-	h := &controlHandle{m: m, notify: make(chan struct{})}
-	return inode, h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	return inode, newControlHandle(m), fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+}
+
+func newControlHandle(m *Mount) *controlHandle {
+	return &controlHandle{m: m, notify: make(chan struct{})}
 }
 
 // controlHandle is one client session: a request being written, then the

@@ -66,7 +66,6 @@ type Mount struct {
 	src        *cache.Source
 	statsHook  func(*Mount) any
 	ra         *readahead.Mount
-	chunkSize  int64
 	log        *slog.Logger
 	tree       *tree
 	server     *fuse.Server
@@ -101,7 +100,6 @@ func New(cfg Config) *Mount {
 		src:        cfg.Source,
 		statsHook:  cfg.Stats,
 		ra:         cfg.Readahead,
-		chunkSize:  cfg.Cache.ChunkSize(),
 		log:        log,
 		tree:       t,
 		allowOther: cfg.AllowOther,
@@ -226,8 +224,5 @@ func (m *Mount) Jobs() []readahead.JobStats {
 	if m.ra == nil {
 		return []readahead.JobStats{}
 	}
-	if js := m.ra.Jobs(); js != nil {
-		return js
-	}
-	return []readahead.JobStats{}
+	return m.ra.Jobs()
 }

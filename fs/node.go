@@ -35,7 +35,7 @@ func (m *Mount) newNode(e *entry) *node {
 			// Hashed once per inode, only where reads are reported.
 			n.id = m.src.ObjectID(e.obj)
 		}
-		if e.obj.Size > m.chunkSize {
+		if e.obj.Size > m.cache.ChunkSize() {
 			n.seq = new(readahead.Sequential)
 		}
 	}
@@ -92,7 +92,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 		return nil, syscall.ENOTDIR
 	}
 	if name == ControlName && n.e.ino == rootIno {
-		ctl := &controlNode{m: n.m}
+		ctl := &controlNode{m: n.m, ino: controlIno}
 		out.Mode = fuse.S_IFREG | 0o600
 		out.Ino = controlIno
 		out.Uid, out.Gid = n.m.uid, n.m.gid
@@ -101,6 +101,14 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*go
 	c, ok := n.e.dir.children[name]
 	if !ok {
 		return nil, syscall.ENOENT
+	}
+	// A child the kernel still holds: reuse its node rather than build
+	// (and hash) one that NewInode would throw away.
+	if known := n.GetChild(name); known != nil {
+		if kn, ok := known.Operations().(*node); ok {
+			kn.fillAttr(&out.Attr)
+			return known, 0
+		}
 	}
 	child := n.m.newNode(c)
 	child.fillAttr(&out.Attr)
@@ -160,7 +168,7 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 		ra.Observe(n.e.obj, n.id, callerPID(ctx))
 	}
 	if n.seq != nil {
-		if from, to := n.seq.Observe(off, int64(len(dest)), n.e.obj.Size, n.m.chunkSize); from < to {
+		if from, to := n.seq.Observe(off, int64(len(dest)), n.e.obj.Size, n.m.cache.ChunkSize()); from < to {
 			for idx := from; idx < to; idx++ {
 				n.m.src.Prefetch(n.e.obj, idx)
 			}

@@ -51,13 +51,13 @@ func (m *Mount) order(ctx context.Context, req Request, pid int, emit func(Event
 		fail(fmt.Errorf("order: %w", readahead.ErrTooMany))
 		return
 	}
-	res := &OrderResult{Job: req.Job, Epoch: req.Epoch, SkippedExamples: []string{}}
-	cur := m.orderItems(req.Paths, res)
-	next := m.orderItems(req.Next, res)
 	if len(req.Paths) == 0 {
 		fail(fmt.Errorf("order: %w", readahead.ErrEmpty))
 		return
 	}
+	res := &OrderResult{Job: req.Job, Epoch: req.Epoch, SkippedExamples: []string{}}
+	cur := m.orderItems(req.Paths, res)
+	next := m.orderItems(req.Next, res)
 	if len(cur) == 0 {
 		fail(fmt.Errorf("order: none of the %d paths is a file of this mount (first: %s)", len(req.Paths), res.SkippedExamples[0]))
 		return

@@ -79,13 +79,14 @@ func (p *orderPolicy) Victim(incoming cache.ObjectID, n int64) (cache.ObjectID, 
 // before fetching, so it never fetches what the cache would not keep).
 // r.mu is held (read).
 func (p *orderPolicy) admits(id cache.ObjectID) bool {
-	if _, declared := p.r.distance(id); !declared {
+	din, declared := p.r.distance(id)
+	if !declared {
 		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c, ok := p.farthest(id)
-	return ok && p.evicts(c, id)
+	return ok && (!c.declared || c.dist > din)
 }
 
 // farthest is the cached object, other than incoming, at the head of the
@@ -111,6 +112,7 @@ func (p *orderPolicy) farthest(incoming cache.ObjectID) (ranked, bool) {
 
 // evicts: Belady's rule. c goes if no declared order needs it, or if it is
 // needed later than incoming (which, needed never, keeps what is cached).
+// admits applies the same rule with incoming's distance already known.
 // r.mu is held (read).
 func (p *orderPolicy) evicts(c ranked, incoming cache.ObjectID) bool {
 	if !c.declared {

@@ -205,7 +205,7 @@ func (r *Registry) prefetch(pj prefetchJob) {
 			pj.j.fetchedAhead[pj.it.ID] = struct{}{}
 		}
 	} else if !errors.Is(err, cache.ErrClosed) && r.ctx.Err() == nil {
-		r.log.Debug("readahead: prefetch failed", "key", pj.it.Obj.Key, "err", err)
+		r.cfg.Logger.Debug("readahead: prefetch failed", "key", pj.it.Obj.Key, "err", err)
 	}
 	r.mu.Unlock()
 	select {

@@ -61,7 +61,6 @@ type Config struct {
 // goroutines.
 type Registry struct {
 	cfg    Config
-	log    *slog.Logger
 	policy *orderPolicy
 
 	mu   sync.RWMutex
@@ -103,7 +102,7 @@ func New(cfg Config) *Registry {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	r := &Registry{cfg: cfg, log: cfg.Logger, jobs: make(map[jobKey]*job), wake: make(chan struct{}, 1)}
+	r := &Registry{cfg: cfg, jobs: make(map[jobKey]*job), wake: make(chan struct{}, 1)}
 	r.policy = &orderPolicy{r: r, fallback: cfg.Fallback, resident: make(map[cache.ObjectID]struct{})}
 	r.pf.inflight = make(map[cache.ObjectID]bool)
 	r.pf.latency = 0.05
@@ -135,9 +134,6 @@ type Mount struct {
 func (r *Registry) Mount(name string, src *cache.Source) *Mount {
 	return &Mount{r: r, name: name, src: src}
 }
-
-// Source is the cache source the mount reads through.
-func (m *Mount) Source() *cache.Source { return m.src }
 
 // Declaration is one job's declared order for an epoch and, optionally,
 // the next.
@@ -336,7 +332,7 @@ func (m *Mount) Jobs() []JobStats {
 	r := m.r
 	now := r.cfg.Now()
 	r.mu.RLock()
-	var out []JobStats
+	out := []JobStats{} // never nil: stats lists no jobs as []
 	for k, j := range r.jobs {
 		if k.mount == m {
 			out = append(out, j.stats(now))
@@ -353,7 +349,7 @@ func (r *Registry) expire(now time.Time) {
 	n := 0
 	for k, j := range r.jobs {
 		if now.Sub(j.lastActive) > r.cfg.JobTimeout {
-			r.log.Info("readahead: job expired", "mount", k.mount.name, "job", k.name, "idle", now.Sub(j.lastActive).Round(time.Second))
+			r.cfg.Logger.Info("readahead: job expired", "mount", k.mount.name, "job", k.name, "idle", now.Sub(j.lastActive).Round(time.Second))
 			delete(r.jobs, k)
 			n++
 		}

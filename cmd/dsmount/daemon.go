@@ -19,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
 	"github.com/dsmount/dsmount/readahead"
@@ -121,6 +120,10 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 
 // addMount lists the source, builds the tree and mounts it.
 func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, error) {
+	fastPath, err := dsfs.ParseFastPath(cmp.Or(req.FastPath, string(dsfs.FastPathAuto)))
+	if err != nil {
+		return nil, err
+	}
 	// Reserve the mountpoint: two requests for one mountpoint must not both
 	// mount, and a request still listing when the daemon closes must not
 	// mount after close has unmounted everything.
@@ -154,17 +157,18 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 	}
 	src := d.cache.Source(b)
 	ra := d.ra.Mount(req.Mountpoint, src)
-	fastPath, err := dsfs.ParseFastPath(cmp.Or(req.FastPath, string(dsfs.FastPathAuto)))
-	if err != nil {
+	// release undoes the three in order: readahead stops asking for
+	// prefetches, then the source's fetches in flight end, then the
+	// backend they used closes.
+	release := func() {
+		ra.Close()
+		src.Close()
 		b.Close()
-		return nil, err
 	}
 	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath})
 	reportSkipped(d.log, m.Skipped())
 	if err := m.Serve(req.Mountpoint); err != nil {
-		ra.Close()
-		src.Close()
-		b.Close()
+		release()
 		return nil, err
 	}
 	d.mu.Lock()
@@ -173,15 +177,13 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 		if err := unmountWithRetry(m, d.log); err != nil {
 			d.log.Warn("unmount failed", "mountpoint", req.Mountpoint, "err", err)
 		}
-		ra.Close()
-		src.Close()
-		b.Close()
+		release()
 		return nil, errors.New("the dsmount daemon is shutting down")
 	}
 	d.mounts[req.Mountpoint] = m
 	d.wg.Add(1)
 	d.mu.Unlock()
-	go d.watch(m, src, b, ra)
+	go d.watch(m, release)
 	d.log.Info("mounted", "source", b.ID(), "mountpoint", req.Mountpoint, "files", m.Files(), "dirs", m.Dirs(),
 		"fast_path", m.FastPathMode(), "cache_dir", d.opts.dir, "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
 	return m, nil
@@ -189,13 +191,10 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 
 // watch forgets a mount once its server stops (unmounted from outside or
 // by close), and ends the daemon with its last mount if asked to.
-func (d *daemon) watch(m *dsfs.Mount, src *cache.Source, b backend.Backend, ra *readahead.Mount) {
+func (d *daemon) watch(m *dsfs.Mount, release func()) {
 	defer d.wg.Done()
 	m.Server().Wait()
-	ra.Close()
-	// The source's prefetches and fetches in flight still use b.
-	src.Close()
-	b.Close()
+	release()
 	d.mu.Lock()
 	delete(d.mounts, m.Mountpoint())
 	empty := len(d.mounts) == 0

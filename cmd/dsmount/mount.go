@@ -114,7 +114,12 @@ type mountPlan struct {
 // planCache validates the cache flags.
 func planCache(f mountFlags) (cacheFlags, error) {
 	p, err := planCacheFields(f)
-	return cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy, jobTimeout: f.jobTimeout, prefetchParallel: f.prefetchParallel}, err
+	return p.cacheFlags(f), err
+}
+
+// cacheFlags is what a daemon started for this plan needs.
+func (p mountPlan) cacheFlags(f mountFlags) cacheFlags {
+	return cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy, jobTimeout: f.jobTimeout, prefetchParallel: f.prefetchParallel}
 }
 
 func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
@@ -242,7 +247,7 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d, err := startDaemon(cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy, jobTimeout: f.jobTimeout, prefetchParallel: f.prefetchParallel}, f.metricsAddr, true, log)
+	d, err := startDaemon(p.cacheFlags(f), f.metricsAddr, true, log)
 	if errors.Is(err, cache.ErrInUse) {
 		// Another dsmount holds the cache dir but didn't answer: it may be
 		// starting (two mounts racing) — give its socket a moment.
