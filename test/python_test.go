@@ -94,7 +94,7 @@ func TestPythonSampler(t *testing.T) {
 		if !strings.Contains(ctl.Refused, "none of the") {
 			t.Errorf("declaring a missing file: error %q; want the daemon's \"none of the ... paths\"", ctl.Refused)
 		}
-		if s := pythonStats(t, mp); len(s.Mount.Jobs) != 0 {
+		if s := testenv.Stats(t, dsmountBin, mp); len(s.Mount.Jobs) != 0 {
 			t.Errorf("dsmount stats after end_job: jobs %+v; want none", s.Mount.Jobs)
 		}
 	})
@@ -139,7 +139,7 @@ func TestPythonSampler(t *testing.T) {
 				}
 			}
 		}
-		s := pythonStats(t, mp)
+		s := testenv.Stats(t, dsmountBin, mp)
 		var names []string
 		for _, j := range s.Mount.Jobs {
 			names = append(names, j.Name)
@@ -212,11 +212,7 @@ func writeManifest(t *testing.T, src string, rel []string) (string, []int64) {
 // startPythonMount mounts src on a new mountpoint with its own cache.
 func startPythonMount(t *testing.T, src string) string {
 	t.Helper()
-	mp, cacheDir := t.TempDir(), t.TempDir()
-	m := testenv.StartMount(t, testenv.MountConfig{
-		Bin: dsmountBin, Source: src, Mountpoint: mp,
-		Args: []string{"--cache-dir", cacheDir, "--cache-size", "1G"},
-	})
+	m, mp := mountLocal(t, src)
 	t.Cleanup(func() {
 		if !t.Failed() {
 			m.NoErrorLogs()
@@ -281,11 +277,6 @@ func runPython(t *testing.T, env []string, timeout time.Duration, args ...string
 	return r
 }
 
-func pythonStats(t *testing.T, mp string) testenv.DaemonStats {
-	t.Helper()
-	return testenv.Stats(t, dsmountBin, mp)
-}
-
 // checkJob wants out's job in `dsmount stats --json` of mp at the last
 // epoch, with the last epoch's share declared and the next epoch's too, and
 // its reads counted: every non-empty file of epoch 0 (cold: each read reached
@@ -294,15 +285,14 @@ func pythonStats(t *testing.T, mp string) testenv.DaemonStats {
 // are never read from the daemon.
 func checkJob(t *testing.T, mp string, out trainOutput, sizes []int64) testenv.JobStats {
 	t.Helper()
-	s := pythonStats(t, mp)
+	s := testenv.Stats(t, dsmountBin, mp)
 	if s.Mount.Mountpoint != mp || s.Mount.Reads <= 0 {
 		t.Errorf("dsmount stats: mount %s with %d reads; want %s with reads", s.Mount.Mountpoint, s.Mount.Reads, mp)
 	}
-	i := slices.IndexFunc(s.Mount.Jobs, func(j testenv.JobStats) bool { return j.Name == out.Job })
-	if i < 0 {
+	j, ok := s.Mount.Job(out.Job)
+	if !ok {
 		t.Fatalf("dsmount stats: no job %q among %+v", out.Job, s.Mount.Jobs)
 	}
-	j := s.Mount.Jobs[i]
 	last := len(out.Epochs) - 1
 	if j.Mount != mp || j.Epoch != last || j.Declared != out.Share || j.NextDeclared != out.Share {
 		t.Errorf("job %s: mount %s, epoch %d, declared %d, next_declared %d; want %s, %d, %d, %d",

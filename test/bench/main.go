@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -192,9 +191,7 @@ func readSequential(path string) (int64, error) {
 // flight, in the same shuffled order: what the store gives with no
 // filesystem in the way.
 func rawGets(t *testenv.ProgramT, mc *testenv.MinIO, small []string, par int, seed int64) result {
-	order := append([]string(nil), small...)
-	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	order := testenv.Shuffled(small, seed)
 	n, el, err := testenv.ParallelGets(context.Background(), mc.Client(), "bench", "ds", order, nil, par)
 	if err != nil {
 		t.Fatalf("raw GETs: %v", err)

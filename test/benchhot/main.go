@@ -147,7 +147,7 @@ func main() {
 	// Reference sizes and checksums (untimed); this also leaves the source
 	// in the page cache.
 	t0 = time.Now()
-	sizes, crcs, err := checksums(src, small, c.readers)
+	sizes, crcs, err := testenv.Checksums(src, small, c.readers)
 	if err != nil {
 		t.Fatalf("checksumming the source: %v", err)
 	}
@@ -158,7 +158,7 @@ func main() {
 	var largeSize int64
 	var largeCRC uint32
 	if large != "" {
-		if largeSize, largeCRC, err = crcFile(filepath.Join(srcL, large)); err != nil {
+		if largeSize, largeCRC, err = testenv.CRCFile(filepath.Join(srcL, large)); err != nil {
 			t.Fatalf("%v", err)
 		}
 	}
@@ -211,7 +211,7 @@ func main() {
 		largeFastPath = fpL
 		log.Printf("mounted the large file (pid %d): dsmount mount %s %s %s; stats fast_path: %s", pidL, srcL, mntL, strings.Join(argsL, " "), fpL)
 		t0 := time.Now()
-		n, crc, err := crcFile(filepath.Join(mntL, large))
+		n, crc, err := testenv.CRCFile(filepath.Join(mntL, large))
 		if err != nil || n != largeSize || crc != largeCRC {
 			t.Fatalf("%s through the mount: %d bytes CRC-32C %08x (err %v); the source: %d bytes %08x", large, n, crc, err, largeSize, largeCRC)
 		}
@@ -221,7 +221,7 @@ func main() {
 		// with O_DIRECT). One untimed re-read, checked, warms the page cache
 		// the way the checksumming above warmed the source's.
 		t0 = time.Now()
-		if n, crc, err := crcFile(filepath.Join(mntL, large)); err != nil || n != largeSize || crc != largeCRC {
+		if n, crc, err := testenv.CRCFile(filepath.Join(mntL, large)); err != nil || n != largeSize || crc != largeCRC {
 			t.Fatalf("%s re-read through the mount: %d bytes CRC-32C %08x (err %v); the source: %d bytes %08x", large, n, crc, err, largeSize, largeCRC)
 		}
 		log.Printf("re-read %s through the mount (CRC-32C, untimed warm-up) in %v", large, time.Since(t0).Round(time.Millisecond))
@@ -269,7 +269,7 @@ func main() {
 		p2.notes = append(p2.notes, fmt.Sprintf("the large file is its own dataset on its own mount (%s), fast path %s", mntL, largeFastPath))
 		p2d := &pass{name: "2b. same, mount's page cache dropped", unit: "MB/s", refName: "direct warm"}
 		ddRate := func(file string) float64 {
-			n, sec, err := dd(file)
+			n, sec, _, err := testenv.DD(file)
 			if err != nil {
 				t.Fatalf("%v", err)
 			}
@@ -295,7 +295,7 @@ func main() {
 				p2.mnt = append(p2.mnt, ddRate(mntLarge))
 				dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
 			})
-			if err := dropFileCache(mntLarge); err != nil {
+			if err := testenv.DropPageCache(mntLarge); err != nil {
 				t.Fatalf("fadvise DONTNEED through the mount: %v", err)
 			}
 			f, _ := residency(mntLarge)

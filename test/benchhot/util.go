@@ -8,10 +8,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -21,34 +19,6 @@ import (
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// checksums reads every root/<p> with `readers` parallel readers and
-// returns each file's size and CRC-32C.
-func checksums(root string, paths []string, readers int) (map[string]int64, map[string]uint32, error) {
-	sizes := make(map[string]int64, len(paths))
-	crcs := make(map[string]uint32, len(paths))
-	var mu sync.Mutex
-	err := testenv.ReadAllInOrder(root, paths, readers, func(p string, data []byte) error {
-		c := crc32.Checksum(data, castagnoli)
-		mu.Lock()
-		sizes[p], crcs[p] = int64(len(data)), c
-		mu.Unlock()
-		return nil
-	})
-	return sizes, crcs, err
-}
-
-// crcFile streams path and returns its size and CRC-32C.
-func crcFile(path string) (int64, uint32, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	h := crc32.New(castagnoli)
-	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
-	return n, h.Sum32(), err
-}
 
 // verifyTree reads every path under mnt (shuffled, `readers` in parallel)
 // and compares its size and CRC-32C with the source's.
@@ -86,37 +56,6 @@ func procMem(pid int) (rss, hwm int64) {
 		}
 	}
 	return rss, hwm
-}
-
-var ddOut = regexp.MustCompile(`(?m)^(\d+) bytes.* copied, ([0-9.]+(?:e[-+]?\d+)?) s,`)
-
-// dd runs `dd if=file of=/dev/null bs=1M` and returns the bytes and seconds
-// dd reports (its own clock, without the process start).
-func dd(file string) (int64, float64, error) {
-	cmd := exec.Command("dd", "if="+file, "of=/dev/null", "bs=1M")
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return 0, 0, fmt.Errorf("dd if=%s: %v: %s", file, err, out)
-	}
-	m := ddOut.FindSubmatch(out)
-	if m == nil {
-		return 0, 0, fmt.Errorf("dd if=%s: cannot parse %q", file, out)
-	}
-	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
-	sec, _ := strconv.ParseFloat(string(m[2]), 64)
-	return n, sec, nil
-}
-
-// dropFileCache asks the kernel to drop path's page cache
-// (posix_fadvise(POSIX_FADV_DONTNEED) on a fd of it).
-func dropFileCache(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
 
 // residency is the share of path's pages in the page cache as a fresh

@@ -5,18 +5,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -102,7 +97,7 @@ func ddMount(e *env, round int) result {
 	g0 := e.gets()
 	c0, d0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid())
 	smp := startSampler(metricsURL, e.cfg.sampleEvery)
-	n, el, err := dd(file)
+	n, _, el, err := testenv.DD(file)
 	cpu, dcpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0
 	gets := e.gets() - g0
 	inFlight := smp.finish()
@@ -116,12 +111,12 @@ func ddMount(e *env, round int) result {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	_, sums, err := checksumTree(mp, []string{e.largeRel})
+	_, sum, err := testenv.CRCFile(filepath.Join(mp, filepath.FromSlash(e.largeRel)))
 	if err != nil {
 		t.Fatalf("re-reading %s through the mount: %v", e.largeRel, err)
 	}
-	if sums[e.largeRel] != e.largeCRC {
-		t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", e.largeRel, sums[e.largeRel], e.largeCRC)
+	if sum != e.largeCRC {
+		t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", e.largeRel, sum, e.largeCRC)
 	}
 	logs := m.ProblemLogs()
 	m.Stop()
@@ -138,42 +133,17 @@ func ddMount(e *env, round int) result {
 // dropped first.
 func ddLocal(e *env) result {
 	src := filepath.Join(e.largeSrc, filepath.FromSlash(e.largeRel))
-	f, err := os.Open(src)
-	if err != nil {
-		e.t.Fatalf("%v", err)
-	}
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+	if err := testenv.DropPageCache(src); err != nil {
 		e.t.Fatalf("fadvise DONTNEED %s: %v", src, err)
 	}
-	f.Close()
 	c0 := testenv.MachineCPU()
-	n, el, err := dd(src)
+	n, _, el, err := testenv.DD(src)
 	cpu := testenv.MachineCPU().BusySince(c0)
 	if err != nil || n != e.largeSize {
 		e.t.Fatalf("dd %s: %d bytes, %v", src, n, err)
 	}
 	return result{name: "dd, local disk", files: 1, bytes: n, elapsed: el, gets: 0, cpu: cpu, procCPU: -1, stall: -1,
 		note: "dd bs=1M of the source file, its page cache dropped (fadvise DONTNEED); context only"}
-}
-
-var ddBytes = regexp.MustCompile(`(?m)^(\d+) bytes`)
-
-// dd runs `dd if=file of=/dev/null bs=1M` and returns the bytes it reports
-// copying and its wall time.
-func dd(file string) (int64, time.Duration, error) {
-	cmd := exec.Command("dd", "if="+file, "of=/dev/null", "bs=1M")
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	el := time.Since(start)
-	if err != nil {
-		return 0, el, fmt.Errorf("dd if=%s: %v: %s", file, err, out)
-	}
-	mm := ddBytes.FindSubmatch(out)
-	if mm == nil {
-		return 0, el, fmt.Errorf("dd if=%s: no byte count in %q", file, out)
-	}
-	n, _ := strconv.ParseInt(string(mm[1]), 10, 64)
-	return n, el, nil
 }
 
 // parallelRanges reads the large object as 4 MiB ranged GETs, par in

@@ -138,7 +138,6 @@ func main() {
 	flag.DurationVar(&c.sampleEvery, "sample-every", 100*time.Millisecond, "scrape each mount's fetches in flight this often (0: off)")
 	flag.Func("mount-arg", "one more argument for every dsmount mount (repeatable), e.g. --mount-arg=--log-level=debug", func(v string) error {
 		c.mountArgs = append(c.mountArgs, v)
-		mountArgs = c.mountArgs
 		return nil
 	})
 	flag.StringVar(&c.profileDir, "cpuprofile-dir", "", "have each mount's daemon write a CPU profile to DIR/<pass>.pprof")
@@ -202,7 +201,7 @@ func setup(e *env) {
 		t0 := time.Now()
 		e.paths = testenv.GenerateDataset(t, e.smallSrc, spec)
 		var err error
-		if e.sizes, e.crcs, err = checksumTree(e.smallSrc, e.paths); err != nil {
+		if e.sizes, e.crcs, err = testenv.Checksums(e.smallSrc, e.paths, 1); err != nil {
 			t.Fatalf("checksums: %v", err)
 		}
 		logf("small dataset: %d files of %d B (%.2f GB), generated and checksummed in %v",
@@ -224,11 +223,10 @@ func setup(e *env) {
 		os.MkdirAll(e.largeSrc, 0o755)
 		paths := testenv.GenerateDataset(t, e.largeSrc, testenv.DatasetSpec{Seed: 11, LargeFiles: []int64{c.largeMiB << 20}})
 		e.largeRel = paths[0]
-		sizes, crcs, err := checksumTree(e.largeSrc, paths)
-		if err != nil {
+		var err error
+		if e.largeSize, e.largeCRC, err = testenv.CRCFile(filepath.Join(e.largeSrc, filepath.FromSlash(e.largeRel))); err != nil {
 			t.Fatalf("checksum: %v", err)
 		}
-		e.largeSize, e.largeCRC = sizes[e.largeRel], crcs[e.largeRel]
 		t0 := time.Now()
 		if err := e.mc.UploadDirErr(context.Background(), bucket, "big", e.largeSrc, 4); err != nil {
 			t.Fatalf("upload: %v", err)
@@ -256,12 +254,10 @@ func logf(format string, args ...any) {
 
 func since(t0 time.Time) time.Duration { return time.Since(t0).Round(time.Millisecond) }
 
-// mountArgs mirrors --mount-arg for reproduce.
-var mountArgs []string
-
 // reproduce is the command line that repeats this run, every flag spelled
-// out (so changed defaults don't change what it measures).
-func reproduce() string {
+// out (so changed defaults don't change what it measures); mountArgs are
+// the --mount-arg values.
+func reproduce(mountArgs []string) string {
 	var b strings.Builder
 	b.WriteString("go run ./test/benchorder")
 	flag.VisitAll(func(f *flag.Flag) {

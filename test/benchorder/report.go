@@ -114,7 +114,7 @@ func report(e *env, rounds []roundResult) {
 	if !c.skipLrg {
 		verdict("dd cold mount / one connection (MB/s)", ddRatio, ">=", 4, "%.2f")
 	}
-	fmt.Printf("\nreproduce: %s\n", reproduce())
+	fmt.Printf("\nreproduce: %s\n", reproduce(e.cfg.mountArgs))
 }
 
 func prefetchNote(c config) string {

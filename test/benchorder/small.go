@@ -250,20 +250,3 @@ func readFile(name string, buf []byte, w io.Writer) (int64, error) {
 
 // onlyReader hides *os.File's WriterTo so io.CopyBuffer reads through buf.
 type onlyReader struct{ io.Reader }
-
-// checksumTree returns the size and CRC-32C of root/<p> for every p.
-func checksumTree(root string, paths []string) (map[string]int64, map[string]uint32, error) {
-	sizes := make(map[string]int64, len(paths))
-	crcs := make(map[string]uint32, len(paths))
-	buf := make([]byte, 1<<20)
-	h := crc32.New(castagnoli)
-	for _, p := range paths {
-		h.Reset()
-		n, err := readFile(filepath.Join(root, filepath.FromSlash(p)), buf, h)
-		if err != nil {
-			return nil, nil, err
-		}
-		sizes[p], crcs[p] = n, h.Sum32()
-	}
-	return sizes, crcs, nil
-}

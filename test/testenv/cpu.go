@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -63,25 +62,4 @@ func ProcCPU(pid int) float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100 // USER_HZ
-}
-
-// ProblemLogs are the mount process's stderr lines so far that are WARN or
-// ERROR JSON records, or not JSON records at all (a panic, say).
-func (m *Mount) ProblemLogs() []string {
-	var out []string
-	for _, line := range strings.Split(m.Stderr(), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil {
-			out = append(out, line)
-			continue
-		}
-		if lv, _ := rec["level"].(string); strings.EqualFold(lv, "warn") || strings.EqualFold(lv, "error") {
-			out = append(out, line)
-		}
-	}
-	return out
 }

@@ -215,22 +215,46 @@ func (p *logProc) logIfFailed(t T) {
 // rest.
 func (p *logProc) errorLines() []string {
 	var bad []string
-	for _, line := range strings.Split(p.out.String(), "\n") {
+	eachProblem(p.out.String(), []string{"ERROR"}, func(line string, isJSON bool) {
+		if !isJSON {
+			line = "non-JSON " + p.words.out + ": " + line
+		}
+		bad = append(bad, line)
+	})
+	if len(bad) > 20 {
+		bad = append(bad[:20], fmt.Sprintf("... %d more", len(bad)-20))
+	}
+	return bad
+}
+
+// ProblemLogs are the mount process's stderr lines so far that are WARN or
+// ERROR JSON records, or not JSON records at all (a panic, say).
+func (m *Mount) ProblemLogs() []string {
+	var out []string
+	eachProblem(m.Stderr(), []string{"WARN", "ERROR"}, func(line string, _ bool) { out = append(out, line) })
+	return out
+}
+
+// eachProblem calls fn, in order, with each non-empty line of a process's
+// log output that is not a JSON record (isJSON false) or is a record whose
+// level is one of levels.
+func eachProblem(out string, levels []string, fn func(line string, isJSON bool)) {
+	for _, line := range strings.Split(out, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
 		}
 		var rec map[string]any
 		if !strings.HasPrefix(line, "{") || json.Unmarshal([]byte(line), &rec) != nil {
-			bad = append(bad, "non-JSON "+p.words.out+": "+line)
+			fn(line, false)
 			continue
 		}
-		if lv, _ := rec["level"].(string); strings.EqualFold(lv, "ERROR") {
-			bad = append(bad, line)
+		lv, _ := rec["level"].(string)
+		for _, want := range levels {
+			if strings.EqualFold(lv, want) {
+				fn(line, true)
+				break
+			}
 		}
 	}
-	if len(bad) > 20 {
-		bad = append(bad[:20], fmt.Sprintf("... %d more", len(bad)-20))
-	}
-	return bad
 }

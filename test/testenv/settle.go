@@ -22,11 +22,18 @@ func SettleKeeping(dir string) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		return DropPageCache(path)
 	})
+}
+
+// DropPageCache asks the kernel to drop path's clean pages from the page
+// cache (posix_fadvise(POSIX_FADV_DONTNEED) on a fd of it). Through a FUSE
+// mount it drops the mount file's pages, not those of the file behind it.
+func DropPageCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
