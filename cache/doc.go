@@ -36,10 +36,9 @@
 // caller joins it, whatever its reason (read, warm, prefetch). A fetched
 // chunk is handed to its waiters first and written after; the flight stays
 // joinable until it is stored, so nobody fetches it again meanwhile (warm
-// and prefetch wait for the store, reads don't). Chunks of multi-chunk
-// objects are written with O_DIRECT where block-aligned: the reader's page
-// cache (or, under FUSE passthrough, the cache file's) is the one copy in
-// memory. Chunks fetched ahead wait for their reader in a bounded staging
+// and prefetch wait for the store, reads don't). Chunks are written with
+// O_DIRECT where block-aligned (direct.go): the reader's page cache (or,
+// under FUSE passthrough, the cache file's) is the one copy in memory. Chunks fetched ahead wait for their reader in a bounded staging
 // area (staging.go).
 //
 // Flights run on reused worker goroutines (workers.go), so their deep stacks

@@ -161,13 +161,14 @@ func (c *Cache) loadChunks(o *object) error {
 	return nil
 }
 
-// openForWrite opens (creating, sized to the object) o's file. Called with
+// openForWrite opens (creating, sized to the object) o's file, with
+// O_DIRECT set when the filesystem allows it (see writeChunk). Called with
 // o.mu held shared: concurrent creators race harmlessly, since O_CREATE and
 // truncating to the same size are idempotent.
-func (o *object) openForWrite() (*os.File, error) {
+func (o *object) openForWrite() (f *os.File, direct bool, err error) {
 	// One open in the common case of a new file (small objects: every
 	// chunk is a first chunk); an existing file costs a second.
-	f, err := os.OpenFile(o.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, direct, err = openDirect(o.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		// A new directory entry: the committer must sync the directory
 		// before recording any chunk of this file.
@@ -179,15 +180,15 @@ func (o *object) openForWrite() (*os.File, error) {
 		if o.meta.numChunks() > 1 {
 			if err := f.Truncate(o.meta.Size); err != nil {
 				f.Close()
-				return nil, err
+				return nil, false, err
 			}
 		}
-		return f, nil
+		return f, direct, nil
 	}
 	if errors.Is(err, os.ErrExist) {
-		return os.OpenFile(o.path, os.O_RDWR, 0)
+		return openDirect(o.path, os.O_RDWR, 0)
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // evict drops o from the cache: memory state, file and index records.

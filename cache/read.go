@@ -499,25 +499,11 @@ func preadFull(path string, p []byte, off int64) error {
 }
 
 func pwriteFull(o *object, p []byte, off int64) error {
-	f, err := o.openForWrite()
+	f, direct, err := o.openForWrite()
 	if err != nil {
 		return err
 	}
-	// A large object's chunk reaches its reader from memory (the flight, or
-	// the staging area when fetched ahead); copying it into the page cache
-	// as well would cache it twice, and filling fresh page-cache pages cost
-	// more CPU than the fetch here. Write what is block-aligned straight to
-	// disk. A small object's file is new, and the second open O_DIRECT
-	// needs cost more than the copy (go run ./test/benchwarm: warm/raw 0.71
-	// buffered, 0.59 direct), so it is written through the page cache.
-	if o.meta.numChunks() > 1 {
-		if n, ok := writeDirect(f, p, off); ok {
-			p, off = p[n:], off+int64(n)
-		}
-	}
-	if len(p) > 0 {
-		_, err = f.WriteAt(p, off)
-	}
+	err = writeChunk(f, direct, p, off)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -6,11 +6,11 @@ import "sync"
 const stagingLimit = 256 << 20
 
 // staging holds chunks fetched ahead (prefetch, sequential readahead)
-// between their fetch and their reader. Large objects' chunks are written
-// to disk with O_DIRECT, so they are not in the page cache; the reader takes
-// them from here instead of reading them back from disk. A chunk leaves
-// when a read reaches its end, or first in first out beyond stagingLimit. Safe for concurrent use; the byte slices are
-// never modified.
+// between their fetch and their reader. Chunks are written to disk with
+// O_DIRECT, so they are not in the page cache; the reader takes them from
+// here instead of reading them back from disk. A chunk leaves when a read
+// reaches its end, or first in first out beyond stagingLimit. Safe for
+// concurrent use; the byte slices are never modified.
 type staging struct {
 	mu    sync.Mutex
 	m     map[chunkID][]byte
