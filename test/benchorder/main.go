@@ -88,6 +88,7 @@ type config struct {
 	mountArgs          []string
 	demand             float64
 	cacheSize          string
+	isolate            bool
 }
 
 // env is what every pass shares: the servers, the binary, the source data.
@@ -98,6 +99,8 @@ type env struct {
 	bin  string
 	mc   *testenv.MinIO
 	tp   *testenv.Toxiproxy
+	// cpuNote says how the CPUs are shared (--isolate-backend).
+	cpuNote string
 
 	// small files
 	smallSrc      string
@@ -135,6 +138,7 @@ func main() {
 	flag.Float64Var(&c.largeConnMBs, "large-conn-mbs", 100, "MB/s one connection to the large file's proxy should get (bandwidth toxic if it is faster)")
 	flag.Float64Var(&c.demand, "demand", 0.6, "stall passes: the readers' aggregate demand as a fraction of the ceiling's files/s")
 	flag.StringVar(&c.cacheSize, "cache-size", "20G", "dsmount --cache-size")
+	flag.BoolVar(&c.isolate, "isolate-backend", false, "pin MinIO and toxiproxy to CPU 0, and this program (GETs, readers, dd) and the daemons to the other CPUs: a remote store's CPU is not the node's")
 	flag.DurationVar(&c.sampleEvery, "sample-every", 100*time.Millisecond, "scrape each mount's fetches in flight this often (0: off)")
 	flag.Func("mount-arg", "one more argument for every dsmount mount (repeatable), e.g. --mount-arg=--log-level=debug", func(v string) error {
 		c.mountArgs = append(c.mountArgs, v)
@@ -192,6 +196,14 @@ func setup(e *env) {
 	e.mc = testenv.StartMinIO(t)
 	e.mc.CreateBucket(bucket)
 	e.tp = testenv.StartToxiproxy(t)
+	e.cpuNote = "all processes share all CPUs"
+	if c.isolate {
+		var err error
+		if e.cpuNote, err = testenv.IsolateBackend(e.mc.Pid(), e.tp.Pid()); err != nil {
+			t.Fatalf("--isolate-backend: %v", err)
+		}
+		logf("%s", e.cpuNote)
+	}
 	user, pass := e.mc.Creds()
 
 	if !c.skipSmall {

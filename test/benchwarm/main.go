@@ -98,7 +98,10 @@ func main() {
 	fmt.Fprintf(os.Stderr, "MinIO %s behind toxiproxy %s (+%d ms ± %d on every answer)\n", mc.Addr(), proxy, *latency, *jitter)
 	cpuNote := "all processes share all CPUs"
 	if *isolate {
-		cpuNote = isolateBackend(t, mc.Pid(), tp.Pid())
+		var err error
+		if cpuNote, err = testenv.IsolateBackend(mc.Pid(), tp.Pid()); err != nil {
+			t.Fatalf("--isolate-backend: %v", err)
+		}
 		fmt.Fprintln(os.Stderr, cpuNote)
 	}
 
@@ -247,26 +250,4 @@ func startProfile(t *testenv.ProgramT, dir, name string) func() {
 		t.Fatalf("cpu profile: %v", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
-}
-
-// isolateBackend pins the backend's processes to CPU 0 and this program (and
-// so the daemon and the warm command it starts) to the others.
-func isolateBackend(t *testenv.ProgramT, backendPids ...int) string {
-	n := runtime.NumCPU()
-	if n < 2 {
-		t.Fatalf("--isolate-backend needs 2 CPUs or more, this machine has %d", n)
-	}
-	rest := make([]int, 0, n-1)
-	for c := 1; c < n; c++ {
-		rest = append(rest, c)
-	}
-	for _, pid := range backendPids {
-		if err := testenv.Pin(pid, []int{0}); err != nil {
-			t.Fatalf("--isolate-backend: %v", err)
-		}
-	}
-	if err := testenv.Pin(0, rest); err != nil {
-		t.Fatalf("--isolate-backend: %v", err)
-	}
-	return fmt.Sprintf("MinIO and toxiproxy pinned to CPU 0; raw GETs, the daemon and warm to CPUs 1-%d", n-1)
 }
