@@ -128,6 +128,8 @@ func Open(dir string, opts Options) (*Cache, error) {
 	c.flights.workers = newWorkers(workerIdle)
 	c.bufs = newBufPool(opts.ChunkSize)
 	c.flights.free = c.bufs.put
+	c.flights.stage = c.staged.put
+	c.staged.free = c.bufs.put
 	if err := c.open(); err != nil {
 		if c.db != nil {
 			c.db.Close()

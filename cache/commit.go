@@ -48,8 +48,13 @@ type committer struct {
 }
 
 const (
-	maxBatch    = 512
-	batchLinger = 5 * time.Millisecond
+	maxBatch = 512
+	// batchLinger is how long a batch gathers after its first op. A cold
+	// epoch read through a mount stores ~1,000 files/s: 5 ms made batches
+	// of ~5 files, each synced file by file (fdatasync and a directory
+	// fsync each); 25 ms makes them large enough for one syncfs. A record
+	// committed later only risks being forgotten by a crash.
+	batchLinger = 25 * time.Millisecond
 )
 
 func startCommitter(db *badger.DB, dataDir string, log *slog.Logger) *committer {

@@ -42,12 +42,15 @@
 // area (staging.go).
 //
 // Flights run on reused worker goroutines (workers.go), so their deep stacks
-// stay grown. A flight's buffer comes from a pool (bufpool.go) and goes
-// back to it when the flight is stored, unless a caller that reads the bytes
-// joined or the staging area kept them: warm and prefetch-only flights
-// recycle theirs. Source.Close cancels the flights started through that
-// source and waits for them, so its backend can be closed after it; a
-// caller from another source that had joined one fetches again.
+// stay grown. A flight's buffer comes from a pool (bufpool.go). When the
+// flight is stored and no caller that reads the bytes joined it, the
+// buffer goes back to the pool (warm) or, for a chunk fetched ahead, to the
+// staging area, which recycles it when its reader has taken it or it ages
+// out. A buffer has one holder at a time: readers that joined, or the
+// staging area, or the pool. Source.Close cancels the flights started
+// through that source and waits for them, so its backend can be closed
+// after it; a caller from another source that had joined one fetches
+// again.
 //
 // A gate bounds backend fetches in flight (Options.FetchSlots). Background
 // fetches (prefetch) never take the last slots, and a waiting foreground

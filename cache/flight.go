@@ -38,12 +38,13 @@ type flight struct {
 	// priority.
 	foreground atomic.Bool
 	// readers is set (under flightGroup.mu) when a caller that reads
-	// res.data joins; kept is set by the flight when it handed res.data to
-	// someone else (the staging area). Unless either is set, the flight's
-	// buffer goes back to the pool once it is stored: nobody else can
-	// reach it then, since callers that don't read get res without data.
+	// res.data joins; stage is set by the flight when its chunk was fetched
+	// ahead of any reader. When the flight ends with no reader joined, its
+	// buffer goes to the staging area (stage) or back to the pool: nobody
+	// else can reach it then, since callers that don't read get res
+	// without data.
 	readers bool
-	kept    bool
+	stage   bool
 }
 
 // set publishes the flight's result to its waiters; only the first call
@@ -60,17 +61,18 @@ var errFlightUnset = errors.New("cache: flight ended without a result")
 // flightGroup runs at most one flight per key, each on one of its workers.
 type flightGroup struct {
 	workers *workers
-	free    func([]byte) // recycles a flight's buffer nobody else holds
+	free    func([]byte)          // recycles a flight's buffer nobody else holds
+	stage   func(chunkID, []byte) // hands one to the staging area
 	mu      sync.Mutex
 	m       map[chunkID]*flight
 }
 
 // join returns the flight for key, starting fn on a worker if none runs.
 // A caller that will read res.data says so with reads; the others must not
-// touch it. When the flight ends, its buffer is recycled through free unless
-// a reader joined or the flight kept it. A foreground caller raises the flight's priority, and raised says
-// it did so for a flight that was already running (the gate must look
-// again).
+// touch it. When the flight ends with no reader joined, its buffer is
+// staged (f.stage) or recycled through free. A foreground caller raises the
+// flight's priority, and raised says it did so for a flight that was
+// already running (the gate must look again).
 func (g *flightGroup) join(key chunkID, prio Priority, reads bool, fn func(*flight)) (f *flight, raised bool) {
 	g.mu.Lock()
 	if f, ok := g.m[key]; ok {
@@ -94,10 +96,16 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads bool, fn func(*flig
 		f.set(chunkResult{}, errFlightUnset) // no-op unless fn forgot
 		g.mu.Lock()
 		delete(g.m, key)
-		recycle := !f.readers && !f.kept && f.res.data != nil
+		handOff := !f.readers && f.res.data != nil
+		if handOff && f.stage && g.stage != nil {
+			// Staged before the flight leaves g.mu: a reader arriving now
+			// finds it either in the flight or in the staging area.
+			g.stage(key, f.res.data)
+			handOff = false
+		}
 		g.mu.Unlock()
 		close(f.done)
-		if recycle && g.free != nil {
+		if handOff && g.free != nil {
 			g.free(f.res.data)
 		}
 	})

@@ -352,10 +352,9 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	c.stats.bytesFetched.Add(int64(len(buf)))
 	c.stats.chunksFetched.Add(1)
 	res := chunkResult{data: buf, fromBackend: true}
-	if !f.foreground.Load() {
-		c.staged.put(chunkID{o.id, idx}, buf)
-		f.kept = true
-	}
+	// Fetched ahead: unless a reader joins meanwhile, the bytes wait for
+	// theirs in the staging area once stored.
+	f.stage = !f.foreground.Load()
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.
 	f.set(res, nil)

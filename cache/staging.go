@@ -9,9 +9,12 @@ const stagingLimit = 256 << 20
 // between their fetch and their reader. Chunks are written to disk with
 // O_DIRECT, so they are not in the page cache; the reader takes them from
 // here instead of reading them back from disk. A chunk leaves when a read
-// reaches its end, or first in first out beyond stagingLimit. Safe for
-// concurrent use; the byte slices are never modified.
+// reaches its end, or first in first out beyond stagingLimit; its buffer
+// then goes back to the pool. The staging area is a buffer's only holder:
+// flights hand theirs over only when no reader joined them. Safe for
+// concurrent use; the byte slices are never modified while staged.
 type staging struct {
+	free  func([]byte) // recycles a buffer that left; may be nil
 	mu    sync.Mutex
 	m     map[chunkID][]byte
 	fifo  []chunkID
@@ -25,6 +28,7 @@ func (s *staging) put(k chunkID, data []byte) {
 		s.m = make(map[chunkID][]byte)
 	}
 	if _, ok := s.m[k]; ok {
+		s.release(data)
 		return
 	}
 	s.m[k] = data
@@ -36,6 +40,7 @@ func (s *staging) put(k chunkID, data []byte) {
 		if d, ok := s.m[old]; ok {
 			s.bytes -= int64(len(d))
 			delete(s.m, old)
+			s.release(d)
 		}
 	}
 	// Keys already taken stay in fifo until compacted away here.
@@ -63,6 +68,13 @@ func (s *staging) take(k chunkID, dst []byte, inner int64) bool {
 	if inner+int64(len(dst)) >= int64(len(data)) {
 		delete(s.m, k)
 		s.bytes -= int64(len(data))
+		s.release(data)
 	}
 	return true
+}
+
+func (s *staging) release(data []byte) {
+	if s.free != nil {
+		s.free(data)
+	}
 }

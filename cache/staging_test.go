@@ -6,7 +6,8 @@ import (
 )
 
 func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
-	var s staging
+	freed := 0
+	s := staging{free: func([]byte) { freed++ }}
 	data := bytes.Repeat([]byte{7}, 8<<20)
 	k := chunkID{idx: 1}
 	s.put(k, data)
@@ -20,6 +21,9 @@ func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 	if s.take(k, dst, 0) || s.bytes != 0 {
 		t.Fatalf("chunk still staged after a read reached its end (bytes %d)", s.bytes)
 	}
+	if freed != 1 {
+		t.Fatalf("buffer recycled %d times after its read, want once", freed)
+	}
 	for i := range 200 {
 		s.put(chunkID{idx: i}, data)
 	}
@@ -31,5 +35,9 @@ func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 	}
 	if s.bytes != 0 || len(s.m) != 0 {
 		t.Fatalf("after taking everything: %d bytes, %d chunks", s.bytes, len(s.m))
+	}
+	// Every buffer left once: aged out or taken.
+	if freed != 201 {
+		t.Fatalf("%d buffers recycled, want 201 (each staged buffer once)", freed)
 	}
 }

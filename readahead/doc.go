@@ -20,9 +20,9 @@
 //
 // One scheduler goroutine keeps each job's window filled: the next unread
 // items after its frontier are cached or in flight. The window, in items,
-// is twice the job's read rate × the measured fetch latency (plus slack for
-// the readers' own parallelism), at least MinWindow and bounded by
-// Config.WindowBytes. Prefetches run at cache.Background priority, so a
+// is four times the job's read rate × the measured fetch latency (plus
+// slack for the readers' own parallelism), at least MinWindow and bounded
+// by Config.WindowBytes. Prefetches run at cache.Background priority, so a
 // read that misses always gets a backend slot first, and through the
 // cache's flights, so a prefetch and a read of one chunk make one GET. An
 // item is prefetched only if the policy would admit it: prefetch never

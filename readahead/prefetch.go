@@ -79,11 +79,14 @@ func (r *Registry) sampleRates(now time.Time) {
 }
 
 // window is how many items ahead of its frontier a job should have cached
-// or in flight: enough to cover the fetch latency at the job's read rate,
-// twice over, plus slack for its readers' own parallelism; bounded in bytes
-// by WindowBytes (using the order's mean item size).
+// or in flight: enough to cover the fetch latency at the job's read rate
+// four times over, plus slack for its readers' own parallelism; bounded in
+// bytes by WindowBytes (using the order's mean item size). Twice over and
+// 16 left 179 of 10,000 reads waiting for their fetch in a paced epoch
+// (go run ./test/benchorder --isolate-backend, stall pass): fetch latency
+// has a tail when the node's CPU is busy. Four times and 32 left 25.
 func (r *Registry) window(j *job) int {
-	w := int(math.Ceil(2*j.rate*r.pf.latency)) + 16
+	w := int(math.Ceil(4*j.rate*r.pf.latency)) + 32
 	return min(max(w, MinWindow), r.maxSpan(j))
 }
 

@@ -49,11 +49,14 @@ func shapeLargeLink(e *env, proxy string) {
 
 func runLargeRound(e *env, r int) largeRound {
 	var lr largeRound
+	e.recycleMemory()
 	lr.oneConn = oneConn(e, "one connection GET")
 	logf("round %d: one connection %.1f MB/s", r, lr.oneConn.mbPerSec())
 	logf("round %d: 16 parallel 4 MiB ranged GETs (no filesystem): %.1f MB/s", r, parallelRanges(e, 16))
+	e.recycleMemory()
 	lr.ddMount = ddMount(e, r)
 	logf("round %d: dd through a cold mount %.1f MB/s, %d GETs", r, lr.ddMount.mbPerSec(), lr.ddMount.gets)
+	e.recycleMemory()
 	lr.ddLocal = ddLocal(e)
 	logf("round %d: dd from local disk %.1f MB/s", r, lr.ddLocal.mbPerSec())
 	return lr

@@ -89,6 +89,7 @@ type config struct {
 	demand             float64
 	cacheSize          string
 	isolate            bool
+	recycle            bool
 }
 
 // env is what every pass shares: the servers, the binary, the source data.
@@ -138,6 +139,7 @@ func main() {
 	flag.Float64Var(&c.largeConnMBs, "large-conn-mbs", 100, "MB/s one connection to the large file's proxy should get (bandwidth toxic if it is faster)")
 	flag.Float64Var(&c.demand, "demand", 0.6, "stall passes: the readers' aggregate demand as a fraction of the ceiling's files/s")
 	flag.StringVar(&c.cacheSize, "cache-size", "20G", "dsmount --cache-size")
+	flag.BoolVar(&c.recycle, "recycle-memory", true, "before every timed pass, read the local copies of the data through the page cache and drop them (untimed), so each pass starts with recently used memory (testenv.RecycleMemory)")
 	flag.BoolVar(&c.isolate, "isolate-backend", false, "pin MinIO and toxiproxy to CPU 0, and this program (GETs, readers, dd) and the daemons to the other CPUs: a remote store's CPU is not the node's")
 	flag.DurationVar(&c.sampleEvery, "sample-every", 100*time.Millisecond, "scrape each mount's fetches in flight this often (0: off)")
 	flag.Func("mount-arg", "one more argument for every dsmount mount (repeatable), e.g. --mount-arg=--log-level=debug", func(v string) error {
@@ -255,6 +257,24 @@ func setup(e *env) {
 	if e.bin, err = testenv.BuildDsmount(filepath.Join(e.work, "bin")); err != nil {
 		t.Fatalf("build: %v", err)
 	}
+}
+
+// recycleMemory runs testenv.RecycleMemory on the local copies of the data
+// (--recycle-memory), untimed, before a timed pass.
+func (e *env) recycleMemory() {
+	if !e.cfg.recycle {
+		return
+	}
+	t0 := time.Now()
+	for _, dir := range []string{e.smallSrc, e.largeSrc} {
+		if dir == "" {
+			continue
+		}
+		if err := testenv.RecycleMemory(dir); err != nil {
+			e.t.Fatalf("recycle memory: %v", err)
+		}
+	}
+	logf("recycled memory through the page cache (untimed) in %v", since(t0))
 }
 
 // gets is MinIO's GetObject count so far.

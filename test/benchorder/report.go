@@ -72,6 +72,9 @@ func report(e *env, rounds []roundResult) {
 	fmt.Printf("ratio: small files, files/s vs the ceiling of the same round; large file, MB/s vs one connection of the same round\n")
 	fmt.Printf("cpu busy: cores busy on the whole machine (MinIO, toxiproxy, dd included); proc cpu: this program (GETs) or the dsmount daemon (mount passes)\n")
 	fmt.Printf("cpus: %s\n", e.cpuNote)
+	if e.cfg.recycle {
+		fmt.Printf("memory: before every pass the local copies of the data were read and dropped (untimed; --recycle-memory)\n")
+	}
 
 	printed := false
 	for _, r := range rows {

@@ -28,13 +28,18 @@ func runSmallRound(e *env, r int) smallRound {
 	c := e.cfg
 	order := shuffled(e.paths, c.seed+uint64(r)-1)
 	var sr smallRound
+	e.recycleMemory()
 	sr.ceiling = ceiling(e, order)
 	logf("round %d: ceiling %.0f files/s", r, sr.ceiling.filesPerSec())
 	sr.work = time.Duration(float64(c.readers) / (c.demand * sr.ceiling.filesPerSec()) * float64(time.Second))
 
+	e.recycleMemory()
 	sr.declared = epochPass(e, r, "declared", order, true, 0)
+	e.recycleMemory()
 	sr.cold = epochPass(e, r, "not declared", order, false, 0)
+	e.recycleMemory()
 	sr.stallDeclared = epochPass(e, r, "stall, declared", order, true, sr.work)
+	e.recycleMemory()
 	sr.stallCold = epochPass(e, r, "stall, not declared", order, false, sr.work)
 	return sr
 }
