@@ -48,6 +48,18 @@
 // backend fetches it actually keeps going; the job's prefetched /
 // prefetch_hits / stalls come from `dsmount stats --json` after the pass.
 //
+// Two settings shape the machine rather than the measurement:
+//
+//   - --recycle-memory (on by default): before every timed pass the local
+//     copies of the data are read and dropped, untimed
+//     (testenv.RecycleMemory), so each pass starts with recently used
+//     memory: this VM's host takes back guest memory left free, and
+//     whichever pass first fills the page cache otherwise pays for it.
+//   - --isolate-backend: MinIO and toxiproxy on CPU 0, everything else on
+//     the others (testenv.IsolateBackend): a remote store's CPU is not the
+//     node's. Off by default; on a 2-core machine it leaves the daemon,
+//     the readers and dd one core.
+//
 // Each round runs every pass; --rounds > 1 reports every round and the
 // median ratios. Usage: go run ./test/benchorder [flags]; needs root (FUSE)
 // and the MinIO and toxiproxy binaries that test/run.sh installs. It exits 0
