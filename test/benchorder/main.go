@@ -50,8 +50,8 @@
 //
 // Two settings shape the machine rather than the measurement:
 //
-//   - --recycle-memory (on by default): before every timed pass the local
-//     copies of the data are read and dropped, untimed
+//   - --recycle-memory (on by default): before every timed pass
+//     --recycle-mib of fresh memory is touched and freed, untimed
 //     (testenv.RecycleMemory), so each pass starts with recently used
 //     memory: this VM's host takes back guest memory left free, and
 //     whichever pass first fills the page cache otherwise pays for it.
@@ -102,6 +102,7 @@ type config struct {
 	cacheSize          string
 	isolate            bool
 	recycle            bool
+	recycleMiB         int64
 }
 
 // env is what every pass shares: the servers, the binary, the source data.
@@ -151,7 +152,8 @@ func main() {
 	flag.Float64Var(&c.largeConnMBs, "large-conn-mbs", 100, "MB/s one connection to the large file's proxy should get (bandwidth toxic if it is faster)")
 	flag.Float64Var(&c.demand, "demand", 0.6, "stall passes: the readers' aggregate demand as a fraction of the ceiling's files/s")
 	flag.StringVar(&c.cacheSize, "cache-size", "20G", "dsmount --cache-size")
-	flag.BoolVar(&c.recycle, "recycle-memory", true, "before every timed pass, read the local copies of the data through the page cache and drop them (untimed), so each pass starts with recently used memory (testenv.RecycleMemory)")
+	flag.BoolVar(&c.recycle, "recycle-memory", true, "before every timed pass, touch --recycle-mib of fresh memory and free it (untimed), so each pass starts with recently used memory (testenv.RecycleMemory)")
+	flag.Int64Var(&c.recycleMiB, "recycle-mib", 3072, "MiB that --recycle-memory touches: a pass's page cache (the dataset, through the mount and in MinIO) with room to spare")
 	flag.BoolVar(&c.isolate, "isolate-backend", false, "pin MinIO and toxiproxy to CPU 0, and this program (GETs, readers, dd) and the daemons to the other CPUs: a remote store's CPU is not the node's")
 	flag.DurationVar(&c.sampleEvery, "sample-every", 100*time.Millisecond, "scrape each mount's fetches in flight this often (0: off)")
 	flag.Func("mount-arg", "one more argument for every dsmount mount (repeatable), e.g. --mount-arg=--log-level=debug", func(v string) error {
@@ -271,22 +273,17 @@ func setup(e *env) {
 	}
 }
 
-// recycleMemory runs testenv.RecycleMemory on the local copies of the data
-// (--recycle-memory), untimed, before a timed pass.
+// recycleMemory runs testenv.RecycleMemory (--recycle-memory), untimed,
+// before a timed pass.
 func (e *env) recycleMemory() {
 	if !e.cfg.recycle {
 		return
 	}
-	t0 := time.Now()
-	for _, dir := range []string{e.smallSrc, e.largeSrc} {
-		if dir == "" {
-			continue
-		}
-		if err := testenv.RecycleMemory(dir); err != nil {
-			e.t.Fatalf("recycle memory: %v", err)
-		}
+	took, err := testenv.RecycleMemory(e.cfg.recycleMiB << 20)
+	if err != nil {
+		e.t.Fatalf("%v", err)
 	}
-	logf("recycled memory through the page cache (untimed) in %v", since(t0))
+	logf("touched and freed %d MiB of memory (untimed) in %v", e.cfg.recycleMiB, took.Round(time.Millisecond))
 }
 
 // gets is MinIO's GetObject count so far.

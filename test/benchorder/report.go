@@ -73,7 +73,7 @@ func report(e *env, rounds []roundResult) {
 	fmt.Printf("cpu busy: cores busy on the whole machine (MinIO, toxiproxy, dd included); proc cpu: this program (GETs) or the dsmount daemon (mount passes)\n")
 	fmt.Printf("cpus: %s\n", e.cpuNote)
 	if e.cfg.recycle {
-		fmt.Printf("memory: before every pass the local copies of the data were read and dropped (untimed; --recycle-memory)\n")
+		fmt.Printf("memory: before every pass %d MiB of fresh memory was touched and freed (untimed; --recycle-memory)\n", e.cfg.recycleMiB)
 	}
 
 	printed := false

@@ -1,9 +1,11 @@
 package testenv
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,33 +42,31 @@ func DropPageCache(path string) error {
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
 
-// RecycleMemory reads every file under dir through the page cache and drops
-// it again, so that the next timed pass finds as much recently used memory
+// RecycleMemory touches n bytes of fresh anonymous memory and frees it
+// again, so that the next timed pass finds that much recently used memory
 // on the free lists. The host of this project's VMs takes back guest memory
-// left free (DAMON pageout, free page reporting), and the first touch of
-// such a page faults in the host: a cold epoch through a mount, whose
-// readers' page cache is filled by the daemon's replies, spent 8.4 s in
-// writev to /dev/fuse when it was the run's first mount pass and 0.5 s
-// for the same bytes in a later pass, which followed an unmount that freed
-// a pass's worth of page cache. A node that has been reading for a while
-// recycles its page cache; every pass starts that way after this.
-func RecycleMemory(dir string) error {
-	buf := make([]byte, 1<<20)
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		for {
-			n, err := f.Read(buf)
-			if n == 0 || err != nil {
-				break
-			}
-		}
-		return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-	})
+// left free for a minute or so (DAMON pageout, free page reporting), and
+// the first touch of such a page faults in the host: filling 6,000 MB of
+// tmpfs took 31–37 s the first time and 5 s right after (dd to /dev/shm). A
+// cold epoch through a mount has the daemon's FUSE replies fill the
+// readers' page cache, so without this the daemon's writev to /dev/fuse
+// pays the host's price: 3.5 of its 11.5 s of CPU in one stall pass of
+// test/benchorder. A node that has been reading for a while recycles its
+// page cache; every pass starts that way after this. It returns how long
+// the touch took, itself a measure of how much the host had taken back.
+func RecycleMemory(n int64) (time.Duration, error) {
+	t0 := time.Now()
+	if n <= 0 {
+		return 0, nil
+	}
+	// MAP_POPULATE faults every page in at once; munmap puts them back on
+	// the free lists, at their heads, where the next allocations look.
+	mem, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return 0, fmt.Errorf("recycle memory: mmap %d bytes: %w", n, err)
+	}
+	if err := unix.Munmap(mem); err != nil {
+		return 0, fmt.Errorf("recycle memory: munmap: %w", err)
+	}
+	return time.Since(t0), nil
 }
