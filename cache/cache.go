@@ -64,6 +64,7 @@ type Cache struct {
 	lockFile  *os.File
 	db        *badger.DB
 	commits   *committer
+	packs     *packStore
 
 	// ctx bounds every backend fetch; cancelled by Close.
 	ctx     context.Context
@@ -138,7 +139,7 @@ func Open(dir string, opts Options) (*Cache, error) {
 		return nil, err
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.log)
+	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.packs, c.log)
 	c.maintenance.Add(1)
 	go c.runValueLogGC()
 	return c, nil
@@ -150,6 +151,11 @@ func (c *Cache) open() error {
 			return fmt.Errorf("create cache data dir: %w", err)
 		}
 	}
+	packs, err := openPackStore(filepath.Join(c.dir, "packs"), c.log)
+	if err != nil {
+		return err
+	}
+	c.packs = packs
 	bopts := badger.DefaultOptions(filepath.Join(c.dir, "index")).
 		WithMemTableSize(16 << 20).
 		WithNumMemtables(2).
@@ -168,7 +174,11 @@ func (c *Cache) open() error {
 	if err := c.checkFormat(); err != nil {
 		return err
 	}
-	return c.loadObjects()
+	if err := c.loadObjects(); err != nil {
+		return err
+	}
+	c.packs.removeUnused()
+	return nil
 }
 
 // lockDir takes an exclusive, non-blocking flock on dir/dsmount.lock and
@@ -241,6 +251,11 @@ func (c *Cache) loadObjects() error {
 				continue
 			}
 			o := c.newObject(id, rec.objectMeta)
+			if rec.Pack != 0 && rec.CachedBytes > 0 {
+				p := c.packs.known(rec.Pack)
+				p.live.Add(1)
+				o.loc.Store(&slot{p: p, off: rec.PackOff})
+			}
 			o.cached = rec.CachedBytes
 			o.durable.Store(rec.CachedBytes)
 			o.accessed.Store(rec.Accessed)
@@ -265,6 +280,7 @@ func (c *Cache) Close() error {
 	c.flights.workers.close()
 	c.maintenance.Wait()
 	c.commits.close()
+	c.packs.close()
 	err := c.db.Close()
 	c.lockFile.Close()
 	return err

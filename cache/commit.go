@@ -26,6 +26,7 @@ type commitOp struct {
 	o    *object
 	idx  int
 	rec  chunkRecord
+	slot *slot // opAddChunk of a packed object: where its bytes were written
 }
 
 // committer turns written chunks into index records, in groups: it syncs the
@@ -37,6 +38,7 @@ type committer struct {
 	db      *badger.DB
 	log     *slog.Logger
 	dataDir *os.File // the cache's data dir, for syncfs; may be nil
+	packs   *packStore
 	ops     chan commitOp
 	wg      sync.WaitGroup
 
@@ -57,8 +59,8 @@ const (
 	batchLinger = 25 * time.Millisecond
 )
 
-func startCommitter(db *badger.DB, dataDir string, log *slog.Logger) *committer {
-	cm := &committer{db: db, log: log, ops: make(chan commitOp, 4096)}
+func startCommitter(db *badger.DB, dataDir string, packs *packStore, log *slog.Logger) *committer {
+	cm := &committer{db: db, log: log, packs: packs, ops: make(chan commitOp, 4096)}
 	if d, err := os.Open(dataDir); err == nil {
 		cm.dataDir = d
 	}
@@ -128,6 +130,9 @@ func (cm *committer) commit(batch []commitOp) {
 
 	// Byte deltas per object, applied to o.durable only after the commit.
 	delta := make(map[*object]int64)
+	// Where each packed object's recorded chunk is: the slot of its last
+	// add in the batch, else wherever it is now.
+	slots := make(map[*object]*slot)
 	err := cm.db.Update(func(txn *badger.Txn) error {
 		for _, op := range batch {
 			if op.o == nil {
@@ -142,6 +147,9 @@ func (cm *committer) commit(batch []commitOp) {
 					return err
 				}
 				delta[op.o] += int64(op.rec.Len)
+				if op.slot != nil {
+					slots[op.o] = op.slot
+				}
 			case opDropChunk:
 				if err := txn.Delete(chunkKey(op.o.id, op.idx)); err != nil {
 					return err
@@ -159,6 +167,16 @@ func (cm *committer) commit(batch []commitOp) {
 			// Clamped: a drop of a chunk whose add never committed would
 			// otherwise go below zero. loadChunks recounts from chunk records.
 			rec := objectRecord{objectMeta: o.meta, CachedBytes: min(max(o.durable.Load()+d, 0), o.meta.Size), Accessed: o.accessed.Load()}
+			sl := slots[o]
+			if sl == nil {
+				sl = o.loc.Load()
+			}
+			if sl != nil {
+				// A record naming a slot whose bytes are not durable, or no
+				// longer there, is caught by the CRC32C check of the first
+				// read after a restart.
+				rec.Pack, rec.PackOff = sl.p.id, sl.off
+			}
 			if err := txn.Set(objectKey(o.id), rec.marshal()); err != nil {
 				return err
 			}
@@ -177,12 +195,12 @@ func (cm *committer) commit(batch []commitOp) {
 }
 
 // syncFiles makes the bytes of every added chunk durable: fdatasync each
-// file once, and fsync the directory of each file that may be new. An op
-// whose file can't be synced (evicted meanwhile, I/O error) is left out of
-// the commit by clearing its record.
+// pack and file once, and fsync the directory of each that may be new. An
+// op whose bytes can't be synced (evicted meanwhile, I/O error) is left out
+// of the commit by clearing its record.
 func (cm *committer) syncFiles(batch []commitOp) {
-	// One sync per distinct file, run in parallel: many small files per
-	// batch is the warm and cold-epoch case, and the device queues them.
+	cm.syncPacks(batch)
+	// One sync per distinct file, run in parallel: the device queues them.
 	var paths []string
 	index := make(map[string]*object)
 	for i := range batch {
@@ -192,6 +210,9 @@ func (cm *committer) syncFiles(batch []commitOp) {
 				op.rec = chunkRecord{}
 			}
 			continue
+		}
+		if op.slot != nil {
+			continue // synced with its pack
 		}
 		if _, seen := index[op.o.path]; !seen {
 			index[op.o.path] = op.o
@@ -220,7 +241,7 @@ func (cm *committer) syncFiles(batch []commitOp) {
 		}
 	})
 	for i := range batch {
-		if op := &batch[i]; op.kind == opAddChunk && op.synced() && !synced[op.o.path] {
+		if op := &batch[i]; op.kind == opAddChunk && op.slot == nil && op.synced() && !synced[op.o.path] {
 			op.rec = chunkRecord{}
 		}
 	}
@@ -229,11 +250,32 @@ func (cm *committer) syncFiles(batch []commitOp) {
 			// Without a durable directory entry the file may vanish on power
 			// loss; drop the records of files in it.
 			for i := range batch {
-				if op := &batch[i]; op.kind == opAddChunk && filepath.Dir(op.o.path) == d {
+				if op := &batch[i]; op.kind == opAddChunk && op.slot == nil && filepath.Dir(op.o.path) == d {
 					op.rec = chunkRecord{}
 					op.o.created.Store(true) // sync the directory next time
 				}
 			}
+		}
+	}
+}
+
+// syncPacks fdatasyncs every pack that a packed chunk of the batch was
+// written to, once, and drops the records of chunks whose pack failed.
+func (cm *committer) syncPacks(batch []commitOp) {
+	synced := make(map[*pack]bool)
+	for i := range batch {
+		op := &batch[i]
+		if op.kind != opAddChunk || op.slot == nil || op.o.gone.Load() {
+			continue
+		}
+		p := op.slot.p
+		ok, seen := synced[p]
+		if !seen {
+			ok = cm.packs.sync(p)
+			synced[p] = ok
+		}
+		if !ok {
+			op.rec = chunkRecord{}
 		}
 	}
 }

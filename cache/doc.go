@@ -7,19 +7,26 @@
 //
 //	<dir>/dsmount.lock         flock held by the one process using the cache
 //	<dir>/index/               badger v4: object records, chunk records, listings
-//	<dir>/data/<xx>/<id>       one sparse file per object version
+//	<dir>/data/<xx>/<id>       one sparse file per object version of several chunks
+//	<dir>/packs/<16 hex>       pack files: a slot per object version of one chunk
 //
 // An object version (source ID, key, size, version string, chunk size) hashes
-// to a 128-bit ObjectID. All cached bytes of that version live in one file at
-// their own offsets, so a fully cached file is an exact copy of the object and
-// can be handed to the kernel as is (FUSE passthrough). A changed object has a
-// new ID, hence a new file: old and new bytes can never mix.
+// to a 128-bit ObjectID. An object of several chunks keeps all its cached
+// bytes in one file at their own offsets, so a fully cached file is an exact
+// copy of the object and can be handed to the kernel as is (FUSE
+// passthrough). An object of one chunk is a slot in a pack file (pack.go):
+// creating a file per small object was most of the CPU a cold epoch spent
+// keeping its data. Its object record names the slot. A changed object has a
+// new ID, hence a new file or slot: old and new bytes can never mix.
 //
 // # Invariants
 //
 //   - A chunk record (CRC32C and length) is written to the index only after the
-//     chunk's bytes, the file and its directory entry are durable (fdatasync,
-//     fsync of the directory). Commits are grouped: see committer.
+//     chunk's bytes, the file (or pack) and its directory entry are durable
+//     (fdatasync, fsync of the directory). Commits are grouped: see committer.
+//   - A pack slot is written once and never reused, and pack names are never
+//     reused: a record that outlives its slot (an eviction's punched hole, a
+//     lost pack) fails its CRC32C or its read, and the chunk is refetched.
 //   - The first read of a chunk that was loaded from the index re-checks its
 //     CRC32C against the file before serving any byte of it; a mismatch drops
 //     the chunk and refetches it. Chunks written by this process are trusted,
@@ -29,6 +36,7 @@
 //     lengths of the chunks marked present in memory, pending or durable.
 //   - Restart does not scan data/: object records are read from the index at
 //     Open; chunk records of an object are read the first time it is touched.
+//     Pack files that no record names are deleted at Open.
 //
 // # Fetching
 //
@@ -69,7 +77,9 @@
 // mutex and is never called with an object lock held. Source.mu guards only
 // that source's closed flag, so a flight can't register after Close, and is
 // never held with another lock. Lock order: spaceMu, then Cache.mu, then an
-// object's mu, then its bits.
+// object's mu, then its bits; packStore.mu is taken last, under any of them.
+// A packed object's slot (object.loc) is published before its chunk is
+// marked present and cleared only under its mu held exclusively.
 //
 // # Entry points for readahead
 //

@@ -59,6 +59,11 @@ type object struct {
 	accessed atomic.Int64
 	// created: the file was created and its directory not yet synced.
 	created atomic.Bool
+	// loc is where a packed object's bytes are (pack.go); nil for an
+	// object whose chunks live in the file at path. Set when its chunk is
+	// stored (before the chunk is marked present) or loaded, cleared when
+	// the slot is freed (under mu held exclusively).
+	loc atomic.Pointer[slot]
 }
 
 // chunkAt returns chunk idx's state; o.mu is held (shared or exclusive)
@@ -161,6 +166,46 @@ func (c *Cache) loadChunks(o *object) error {
 	return nil
 }
 
+// packed reports whether an object of this shape is stored in a pack slot
+// (one chunk) rather than a file of its own.
+func (m *objectMeta) packed() bool { return m.numChunks() == 1 }
+
+// readAt reads len(dst) cached bytes of o at off; o.mu is held shared and
+// the chunks read are present.
+func (o *object) readAt(dst []byte, off int64) error {
+	if sl := o.loc.Load(); sl != nil {
+		return sl.readAt(dst, off)
+	}
+	return preadFull(o.path, dst, off)
+}
+
+// write writes chunk idx's bytes to o's file or, for a packed object, to a
+// new slot, which it returns; o.mu is held shared.
+func (c *Cache) write(o *object, idx int, data []byte) (*slot, error) {
+	if !o.meta.packed() {
+		return nil, pwriteFull(o, data, int64(idx)*o.meta.ChunkSize)
+	}
+	sl, err := c.packs.alloc(int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	err = c.packs.write(sl, data)
+	c.packs.written(sl.p)
+	if err != nil {
+		c.packs.free(sl, int64(len(data)))
+		return nil, err
+	}
+	return &sl, nil
+}
+
+// freeSlot gives o's slot back, if it has one; o.mu is held exclusively
+// (nobody reads the slot).
+func (c *Cache) freeSlot(o *object) {
+	if sl := o.loc.Swap(nil); sl != nil {
+		c.packs.free(*sl, o.meta.Size)
+	}
+}
+
 // openForWrite opens (creating, sized to the object) o's file, with
 // O_DIRECT set when the filesystem allows it (see writeChunk). Called with
 // o.mu held shared: concurrent creators race harmlessly, since O_CREATE and
@@ -207,7 +252,9 @@ func (c *Cache) evict(id ObjectID) {
 	freed := o.cached
 	o.cached = 0
 	o.chunks = nil
-	if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if o.loc.Load() != nil {
+		c.freeSlot(o)
+	} else if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		c.log.Warn("cache: remove evicted file", "path", o.path, "err", err)
 	}
 	// Queued while both locks are held so that a later incarnation's records

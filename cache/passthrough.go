@@ -24,7 +24,9 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o == nil || obj.Size == 0 {
+	if o == nil || obj.Size == 0 || meta.packed() {
+		// A packed object (one chunk) has no file of its own to hand over;
+		// it is served through the page cache.
 		return nil, ErrNotCached
 	}
 	for idx := range meta.numChunks() {

@@ -132,7 +132,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 	// Fast path: a verified chunk is read straight from its file.
 	o.mu.RLock()
 	if !o.dead && o.chunkAt(idx).readable() {
-		err := preadFull(o.path, dst, int64(idx)*meta.ChunkSize+inner)
+		err := o.readAt(dst, int64(idx)*meta.ChunkSize+inner)
 		o.mu.RUnlock()
 		if err == nil {
 			c.stats.hit(len(dst))
@@ -384,7 +384,7 @@ func (c *Cache) readVerified(o *object, idx int, n, off int64) ([]byte, bool) {
 		return nil, false
 	}
 	buf := c.bufs.get(int(n))
-	err := preadFull(o.path, buf, off)
+	err := o.readAt(buf, off)
 	if err == nil && (want.verified || crc32.Checksum(buf, castagnoli) == want.crc) {
 		if !want.verified {
 			o.bits.Lock()
@@ -429,7 +429,7 @@ func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
 		c.used.Add(-n)
 		return
 	}
-	err := pwriteFull(o, data, int64(idx)*o.meta.ChunkSize)
+	sl, err := c.write(o, idx, data)
 	if err != nil {
 		o.mu.RUnlock()
 		c.used.Add(-n)
@@ -443,17 +443,30 @@ func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
 	if o.chunks[idx].state != chunkAbsent {
 		o.bits.Unlock()
 		o.mu.RUnlock()
+		if sl != nil {
+			c.packs.free(*sl, n)
+		}
 		c.used.Add(-n)
 		return
+	}
+	var old *slot
+	if sl != nil {
+		// Published before the chunk is marked present: a reader that sees
+		// it present reads this slot.
+		old = o.loc.Swap(sl)
 	}
 	o.chunks[idx] = chunk{state: chunkPending, verified: true, crc: crc}
 	o.cached += n
 	o.accessed.Store(time.Now().Unix())
 	// Sent under mu (shared): an eviction's delete is queued under mu held
 	// exclusively, so it can't slip between this record and its object.
-	c.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: chunkRecord{CRC: crc, Len: uint32(n)}})
+	c.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: chunkRecord{CRC: crc, Len: uint32(n)}, slot: sl})
 	o.bits.Unlock()
 	o.mu.RUnlock()
+	if old != nil {
+		// A slot whose chunk was dropped before: nobody reads it.
+		c.packs.free(*old, n)
+	}
 	c.policy.Added(o.id, n)
 }
 
@@ -484,6 +497,7 @@ func (c *Cache) dropChunk(o *object, idx int) {
 	o.chunks[idx] = chunk{}
 	o.cached -= n
 	c.used.Add(-n)
+	c.freeSlot(o)
 	c.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n)}})
 }
 

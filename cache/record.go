@@ -107,6 +107,11 @@ type objectRecord struct {
 	objectMeta
 	CachedBytes int64
 	Accessed    int64 // unix seconds; refreshed at most every accessPersistInterval
+	// Pack and PackOff locate a packed object's slot (pack.go); Pack is 0
+	// for an object stored in a file of its own. Records of version 1,
+	// from before packs, have neither.
+	Pack    uint64
+	PackOff int64
 }
 
 func appendString(b []byte, s string) []byte {
@@ -116,7 +121,7 @@ func appendString(b []byte, s string) []byte {
 
 func (r *objectRecord) marshal() []byte {
 	b := make([]byte, 0, 64+len(r.Source)+len(r.Key)+len(r.Version))
-	b = append(b, 1) // record version
+	b = append(b, 2) // record version
 	b = appendString(b, r.Source)
 	b = appendString(b, r.Key)
 	b = binary.AppendVarint(b, r.Size)
@@ -124,6 +129,8 @@ func (r *objectRecord) marshal() []byte {
 	b = binary.AppendVarint(b, r.ChunkSize)
 	b = binary.AppendVarint(b, r.CachedBytes)
 	b = binary.AppendVarint(b, r.Accessed)
+	b = binary.AppendUvarint(b, r.Pack)
+	b = binary.AppendVarint(b, r.PackOff)
 	return b
 }
 
@@ -147,6 +154,19 @@ func (d *decoder) varint() int64 {
 	return v
 }
 
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errCorruptRecord
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
 func (d *decoder) string() string {
 	if d.err != nil {
 		return ""
@@ -162,7 +182,7 @@ func (d *decoder) string() string {
 }
 
 func (r *objectRecord) unmarshal(b []byte) error {
-	if len(b) == 0 || b[0] != 1 {
+	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
 		return fmt.Errorf("%w: object record version", errCorruptRecord)
 	}
 	d := decoder{b: b[1:]}
@@ -173,7 +193,12 @@ func (r *objectRecord) unmarshal(b []byte) error {
 	r.ChunkSize = d.varint()
 	r.CachedBytes = d.varint()
 	r.Accessed = d.varint()
-	if d.err == nil && (r.Size < 0 || r.ChunkSize <= 0 || r.CachedBytes < 0 || r.CachedBytes > r.Size) {
+	r.Pack, r.PackOff = 0, 0
+	if b[0] == 2 {
+		r.Pack = d.uvarint()
+		r.PackOff = d.varint()
+	}
+	if d.err == nil && (r.Size < 0 || r.ChunkSize <= 0 || r.CachedBytes < 0 || r.CachedBytes > r.Size || r.PackOff < 0 || r.PackOff%directAlign != 0) {
 		d.err = errCorruptRecord
 	}
 	return d.err

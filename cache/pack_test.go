@@ -1,0 +1,240 @@
+package cache
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/backend/memory"
+)
+
+// packFiles lists the pack files of a cache dir.
+func packFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "packs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, filepath.Join(dir, "packs", e.Name()))
+	}
+	return names
+}
+
+// dataFiles counts the per-object files under a cache dir's data/.
+func dataFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(filepath.Join(dir, "data"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPackedObjectsSurviveReopen: objects of one chunk, of sizes that are
+// and aren't block multiples, from buffers pooled and not, go to pack
+// files (no file per object) and read back byte for byte after a reopen
+// without a backend read.
+func TestPackedObjectsSurviveReopen(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	r := rand.New(rand.NewPCG(21, 22))
+	var objs []backend.Object
+	for i := range 300 {
+		size := 1 + r.IntN(60<<10)
+		if i%10 == 0 {
+			size = (1 + r.IntN(15)) << 12 // a whole number of blocks
+		}
+		objs = append(objs, mem.Put(fmt.Sprintf("o%03d", i), randBytes(r, size)))
+	}
+	c := openCache(t, dir, Options{ChunkSize: 64 << 10})
+	s := c.Source(mem)
+	for _, o := range objs {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
+			t.Fatalf("%s: first read returned wrong bytes", o.Key)
+		}
+	}
+	c.Close()
+	if n := dataFiles(t, dir); n != 0 {
+		t.Fatalf("%d per-object files for objects of one chunk; want none (packed)", n)
+	}
+	if len(packFiles(t, dir)) == 0 {
+		t.Fatal("no pack file written")
+	}
+
+	c = openCache(t, dir, Options{ChunkSize: 64 << 10})
+	defer c.Close()
+	s = c.Source(mem)
+	before := mem.Reads.Load()
+	for _, o := range objs {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
+			t.Fatalf("%s: read after reopen returned wrong bytes", o.Key)
+		}
+	}
+	if n := mem.Reads.Load() - before; n != 0 {
+		t.Fatalf("%d backend reads after reopen; want 0", n)
+	}
+	if f := c.Stats().VerifyFailures; f != 0 {
+		t.Fatalf("%d verify failures", f)
+	}
+}
+
+// TestCorruptPackedChunkIsRefetched: a flipped byte in a pack slot fails
+// the chunk's CRC32C on the first read after a restart; the right bytes are
+// fetched again.
+func TestCorruptPackedChunkIsRefetched(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(23, 24)), 50<<10))
+	c := openCache(t, dir, Options{})
+	readAll(t, c.Source(mem), obj)
+	c.Close()
+
+	packs := packFiles(t, dir)
+	if len(packs) != 1 {
+		t.Fatalf("%d pack files, want 1", len(packs))
+	}
+	f, err := os.OpenFile(packs[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The only slot starts the pack.
+	f.WriteAt([]byte{^mem.Data("x")[100]}, 100)
+	f.Close()
+
+	c = openCache(t, dir, Options{})
+	defer c.Close()
+	before := mem.Reads.Load()
+	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) {
+		t.Fatal("served corrupt bytes")
+	}
+	if c.Stats().VerifyFailures != 1 || mem.Reads.Load()-before != 1 {
+		t.Fatalf("verify failures %d, refetches %d; want 1 and 1", c.Stats().VerifyFailures, mem.Reads.Load()-before)
+	}
+}
+
+// TestMissingPackIsRefetched: records naming a pack that is gone (deleted
+// by hand, lost with a disk) cost a refetch, not an error.
+func TestMissingPackIsRefetched(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(25, 26)), 30<<10))
+	c := openCache(t, dir, Options{})
+	readAll(t, c.Source(mem), obj)
+	c.Close()
+	for _, p := range packFiles(t, dir) {
+		os.Remove(p)
+	}
+	c = openCache(t, dir, Options{})
+	defer c.Close()
+	before := mem.Reads.Load()
+	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) {
+		t.Fatal("wrong bytes after the pack was lost")
+	}
+	if n := mem.Reads.Load() - before; n != 1 {
+		t.Fatalf("%d backend reads, want 1", n)
+	}
+	// Fetched again into a new pack, and cached from there.
+	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) || mem.Reads.Load()-before != 1 {
+		t.Fatal("the refetched object was not cached again")
+	}
+}
+
+// TestEvictionFreesPackSpace: evicting packed objects gives their disk
+// space back (holes), and a pack left with no live slot is deleted, so the
+// disk holds about what the capacity allows however many objects passed
+// through.
+func TestEvictionFreesPackSpace(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	r := rand.New(rand.NewPCG(27, 28))
+	const objSize, capacity = 40_000, 400_000
+	c := openCache(t, dir, Options{Capacity: capacity, Policy: NewLRU()})
+	defer c.Close()
+	c.packs.maxSize, c.packs.grow = 256<<10, 64<<10
+	s := c.Source(mem)
+	var objs []backend.Object
+	for i := range 200 {
+		objs = append(objs, mem.Put(fmt.Sprintf("o%03d", i), randBytes(r, objSize)))
+	}
+	for _, o := range objs {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
+			t.Fatalf("%s: wrong bytes", o.Key)
+		}
+	}
+	if c.Stats().Evictions == 0 {
+		t.Fatal("nothing was evicted; the test needs a full cache")
+	}
+	// 200 objects went through 256 KiB packs of six slots: ~34 packs. What
+	// is live (ten objects) spans at most ten of them, plus the current one.
+	packs := packFiles(t, dir)
+	if len(packs) > 11 {
+		t.Fatalf("%d pack files left for %d live bytes; emptied packs are not deleted", len(packs), c.Used())
+	}
+	var disk int64
+	for _, p := range packs {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		disk += st.Blocks * 512
+	}
+	// Live slots, a partly preallocated current pack, and a block of
+	// padding per object.
+	if limit := int64(capacity + 64<<10 + 10*4096); disk > limit {
+		t.Fatalf("packs take %d bytes on disk for a %d-byte capacity; want at most %d", disk, capacity, limit)
+	}
+	// The survivors still read back right, without a backend read.
+	before := mem.Reads.Load()
+	for _, o := range objs[len(objs)-5:] {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
+			t.Fatalf("%s: wrong bytes after evictions", o.Key)
+		}
+	}
+	if n := mem.Reads.Load() - before; n != 0 {
+		t.Fatalf("%d backend reads for the most recent objects; want 0", n)
+	}
+}
+
+// TestOpenRemovesUnusedPacks: a pack file no record names (a crash before
+// its records were committed) is deleted at Open; packs in use and files
+// that aren't packs are left alone.
+func TestOpenRemovesUnusedPacks(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(29, 30)), 20<<10))
+	c := openCache(t, dir, Options{})
+	readAll(t, c.Source(mem), obj)
+	c.Close()
+	stray := filepath.Join(dir, "packs", "00000000000000aa")
+	other := filepath.Join(dir, "packs", "notes.txt")
+	for _, p := range []string{stray, other} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = openCache(t, dir, Options{})
+	defer c.Close()
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Fatalf("unused pack survived Open: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("a file that is not a pack was touched: %v", err)
+	}
+	before := mem.Reads.Load()
+	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) || mem.Reads.Load() != before {
+		t.Fatal("the pack in use was not kept")
+	}
+}
