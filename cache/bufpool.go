@@ -44,8 +44,17 @@ func (p *bufPool) class(n int) int {
 
 // get returns a buffer of length n; its contents are undefined.
 func (p *bufPool) get(n int) []byte {
+	if n < minPooledRequest {
+		return make([]byte, n)
+	}
+	return p.getPooled(n)
+}
+
+// getPooled is get for buffers that must be a pool class (page-aligned,
+// with room up to the class's capacity), however small n is.
+func (p *bufPool) getPooled(n int) []byte {
 	c := p.class(n)
-	if c < 0 || n < minPooledRequest {
+	if c < 0 {
 		return make([]byte, n)
 	}
 	if b, ok := p.classes[c].Get().(*[]byte); ok {

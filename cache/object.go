@@ -185,14 +185,16 @@ func (c *Cache) write(o *object, idx int, data []byte) (*slot, error) {
 	if !o.meta.packed() {
 		return nil, pwriteFull(o, data, int64(idx)*o.meta.ChunkSize)
 	}
-	sl, err := c.packs.alloc(int64(len(data)))
-	if err != nil {
-		return nil, err
+	if int64(cap(data)) < alignUp(int64(len(data))) {
+		// Too small a buffer for a whole-block write (an unpooled one, for
+		// a tiny object): copy it into a pooled one.
+		buf := c.bufs.getPooled(len(data))
+		defer c.bufs.put(buf)
+		copy(buf, data)
+		data = buf
 	}
-	err = c.packs.write(sl, data)
-	c.packs.written(sl.p)
+	sl, err := c.packs.put(data)
 	if err != nil {
-		c.packs.free(sl, int64(len(data)))
 		return nil, err
 	}
 	return &sl, nil

@@ -92,13 +92,24 @@ type packStore struct {
 	noPrealloc bool  // the filesystem refuses fallocate
 	noPunch    bool  // the filesystem refuses to punch holes
 	packs      map[uint64]*pack
+
+	// writes hands slot writes to the writer goroutine (packwrite.go).
+	// Unbuffered: a send succeeds only into the writer's hands, so none
+	// is left unanswered when it stops.
+	writes chan *packWrite
+	quit   chan struct{}
+	wg     sync.WaitGroup
 }
 
 func openPackStore(dir string, log *slog.Logger) (*packStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create cache pack dir: %w", err)
 	}
-	return &packStore{dir: dir, log: log, maxSize: packMaxSize, grow: packGrow, packs: make(map[uint64]*pack)}, nil
+	s := &packStore{dir: dir, log: log, maxSize: packMaxSize, grow: packGrow, packs: make(map[uint64]*pack),
+		writes: make(chan *packWrite), quit: make(chan struct{})}
+	s.wg.Add(1)
+	go s.runWriter()
+	return s, nil
 }
 
 func packName(id uint64) string { return fmt.Sprintf("%016x", id) }
@@ -144,8 +155,8 @@ func (s *packStore) removeUnused() {
 }
 
 // alloc reserves a slot of n bytes (rounded up to directAlign) in the pack
-// being filled, starting a new pack when it is full. The caller writes it
-// with write, then calls written.
+// being filled, starting a new pack when it is full. The caller writes it,
+// then calls written.
 func (s *packStore) alloc(n int64) (slot, error) {
 	size := alignUp(n)
 	s.mu.Lock()
@@ -205,29 +216,6 @@ func (s *packStore) startPack() error {
 		s.cur, s.next, s.allocated = p, 0, 0
 		return nil
 	}
-}
-
-// write writes data into sl. buf must hold data at its start with room to
-// the slot's aligned end (cap), as the cache's pooled buffers do; the
-// padding is zeroed. Without O_DIRECT, or for a buffer that can't be used
-// directly, the bytes go through the page cache.
-func (s *packStore) write(sl slot, data []byte) error {
-	p := sl.p
-	n := alignUp(int64(len(data)))
-	if p.direct && int64(cap(data)) >= n {
-		full := data[:n]
-		if directLen(full, sl.off) == len(full) {
-			clear(full[len(data):])
-			_, err := p.wf.WriteAt(full, sl.off)
-			return err
-		}
-	}
-	f, err := p.file()
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteAt(data, sl.off)
-	return err
 }
 
 // written ends a write of a slot of p (whether it succeeded or not).
@@ -337,8 +325,11 @@ func (s *packStore) sync(p *pack) bool {
 	return true
 }
 
-// close closes every pack's fds; the store is not used after it.
+// close stops the writer and closes every pack's fds; the store is not
+// used after it.
 func (s *packStore) close() {
+	close(s.quit)
+	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.packs {
