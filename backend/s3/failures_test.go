@@ -41,6 +41,9 @@ func TestMinIOTLSRegion(t *testing.T) {
 		t.Fatalf("with the bundle: %v", err)
 	}
 	defer b.Close()
+	if b.raw == nil {
+		t.Fatal("ReadAt goes through the SDK; want its GETs made directly")
+	}
 	obj, err := b.Stat(context.Background(), "f")
 	if err != nil {
 		t.Fatal(err)

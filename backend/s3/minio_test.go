@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -210,6 +211,12 @@ type faultProxy struct {
 	cuts     atomic.Int32 // GET bodies still to cut off
 	stall    atomic.Bool
 	gets     atomic.Int32
+	// fails object GETs still to answer with failStatus and failCode
+	// (an S3 error body) instead of passing them on.
+	fails      atomic.Int32
+	failStatus int
+	failCode   string
+	failed     atomic.Int32
 }
 
 func newFaultProxy(t *testing.T, upstream string) *faultProxy {
@@ -226,6 +233,13 @@ func newFaultProxy(t *testing.T, upstream string) *faultProxy {
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && !r.URL.Query().Has("list-type") && p.fails.Add(-1) >= 0 {
+		p.failed.Add(1)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(p.failStatus)
+		fmt.Fprintf(w, "<Error><Code>%s</Code><Message>injected by the test</Message></Error>", p.failCode)
+		return
+	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.upstream+r.URL.RequestURI(), r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), 500)

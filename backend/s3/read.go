@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,10 +16,13 @@ import (
 )
 
 const (
-	// The SDK retries a GET until the response headers arrive; a body cut
-	// off after that is ours to retry.
-	bodyAttempts  = 5
-	bodyBaseDelay = 50 * time.Millisecond
+	// ReadAt's own attempts at a range: the SDK retries a GET until the
+	// response headers arrive, and a body cut off after that is ours to
+	// retry; GETs made without the SDK (get.go) are retried here
+	// altogether.
+	bodyAttempts    = 5
+	bodyBaseDelay   = 50 * time.Millisecond
+	throttleBackoff = 8
 )
 
 // List calls fn for every object under the prefix, with keys relative to it.
@@ -101,12 +105,17 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 			return n, err
 		}
 		if attempt == bodyAttempts || b.conns.isClosed() {
-			return 0, classify(ctx, "read", obj.Key, fmt.Errorf("reading body, %d attempts: %w", attempt, err))
+			return 0, classify(ctx, "read", obj.Key, fmt.Errorf("%d attempts: %w", attempt, err))
 		}
-		b.log.Warn("s3: response body failed, retrying range", "key", obj.Key, "off", off, "len", len(p), "attempt", attempt, "err", err)
+		b.log.Warn("s3: GET failed, retrying range", "key", obj.Key, "off", off, "len", len(p), "attempt", attempt, "err", err)
+		wait := delay
+		if errors.Is(classify(ctx, "read", obj.Key, err), backend.ErrThrottled) || httpStatus(err) == 503 {
+			// The store asks for less: back off harder (0.4 to 3.2 s).
+			wait *= throttleBackoff
+		}
 		// Jitter keeps many readers cut off together from retrying in
 		// lockstep.
-		t := time.NewTimer(delay/2 + rand.N(delay))
+		t := time.NewTimer(wait/2 + rand.N(wait))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -117,41 +126,74 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 	}
 }
 
-// readRange makes one GET. retry reports a failure while reading the body,
-// which the SDK does not retry; err is then the raw cause.
-func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, off int64) (n int, retry bool, err error) {
+// rangeAnswer is what readRange needs of a GET's answer.
+type rangeAnswer struct {
+	body          io.ReadCloser
+	etag          string
+	contentRange  string
+	contentLength int64 // -1: not given
+}
+
+// get makes one ranged GET of obj, without the SDK's operation stack where
+// it can (get.go).
+func (b *Backend) get(ctx context.Context, obj backend.Object, off, n int64) (rangeAnswer, error) {
+	if b.raw != nil {
+		resp, err := b.raw.get(ctx, b.prefix+obj.Key, obj.Version, off, n)
+		if err != nil {
+			return rangeAnswer{}, err
+		}
+		return rangeAnswer{body: resp.Body, etag: resp.Header.Get("ETag"), contentRange: resp.Header.Get("Content-Range"), contentLength: resp.ContentLength}, nil
+	}
 	in := &s3.GetObjectInput{
 		Bucket: aws.String(b.bucket),
 		Key:    aws.String(b.prefix + obj.Key),
-		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)),
 	}
 	if obj.Version != "" {
 		in.IfMatch = aws.String(`"` + obj.Version + `"`)
 	}
 	out, err := b.client.GetObject(ctx, in)
 	if err != nil {
+		return rangeAnswer{}, err
+	}
+	ans := rangeAnswer{body: out.Body, etag: aws.ToString(out.ETag), contentRange: aws.ToString(out.ContentRange), contentLength: -1}
+	if out.ContentLength != nil {
+		ans.contentLength = *out.ContentLength
+	}
+	return ans, nil
+}
+
+// readRange makes one GET. retry reports a failure that another GET may
+// not meet: a body cut off (which the SDK does not retry), or, for GETs
+// made without the SDK, any transient failure; err is then the raw cause.
+func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, off int64) (n int, retry bool, err error) {
+	out, err := b.get(ctx, obj, off, int64(len(p)))
+	if err != nil {
 		if httpStatus(err) == 416 || apiCode(err) == "InvalidRange" {
 			return 0, false, io.EOF // the object is shorter than obj.Size said
 		}
+		if b.raw != nil && retryable(ctx, err) {
+			return 0, true, err
+		}
 		return 0, false, classify(ctx, "read", obj.Key, err)
 	}
-	defer out.Body.Close()
+	defer out.body.Close()
 
 	// If-Match already guards this; checking the answer too covers
 	// S3-compatible stores that ignore conditional headers.
-	if etag := unquote(aws.ToString(out.ETag)); obj.Version != "" && etag != "" && etag != obj.Version {
+	if etag := unquote(out.etag); obj.Version != "" && etag != "" && etag != obj.Version {
 		return 0, false, backend.Errorf("read", obj.Key, backend.ErrChanged, "ETag %q, want %q", etag, obj.Version)
 	}
-	if start, ok := rangeStart(aws.ToString(out.ContentRange)); (ok && start != off) || (!ok && off != 0) {
+	if start, ok := rangeStart(out.contentRange); (ok && start != off) || (!ok && off != 0) {
 		return 0, false, backend.Errorf("read", obj.Key, backend.ErrUnavailable,
-			"store answered range bytes=%d- with Content-Range %q", off, aws.ToString(out.ContentRange))
+			"store answered range bytes=%d- with Content-Range %q", off, out.contentRange)
 	}
 	want := int64(len(p))
-	if out.ContentLength != nil && *out.ContentLength < want {
-		want = *out.ContentLength
+	if out.contentLength >= 0 && out.contentLength < want {
+		want = out.contentLength
 	}
 
-	n, err = io.ReadFull(out.Body, p[:want])
+	n, err = io.ReadFull(out.body, p[:want])
 	switch {
 	case err == nil && int(want) == len(p):
 		return n, false, nil

@@ -49,6 +49,9 @@ type Options struct {
 // Backend reads objects under one bucket prefix.
 type Backend struct {
 	client *s3.Client
+	// raw makes ReadAt's GETs without the SDK's operation stack (get.go);
+	// nil where the SDK must.
+	raw    *rawGetter
 	bucket string
 	prefix string // "" or ends in '/'
 	id     string
@@ -146,17 +149,23 @@ func New(ctx context.Context, source string, opts Options) (*Backend, error) {
 		b.id += "@" + strings.TrimRight(ep, "/")
 	}
 
-	err = b.probe(ctx)
+	var bucketURL url.URL
+	err = b.probe(ctx, &bucketURL)
 	if region := bucketRegion(err); region != "" && region != cfg.Region && opts.Region == "" {
 		log.Info("s3: bucket is in another region, switching", "bucket", bucket, "region", region)
 		cfg.Region = region
 		b.client = newClient(cfg, opts, conns)
-		err = b.probe(ctx)
+		err = b.probe(ctx, &bucketURL)
 	}
 	if err != nil {
 		b.Close()
 		return nil, b.openError(ctx, source, err)
 	}
+	var creds aws.CredentialsProvider
+	if !opts.Anonymous {
+		creds = cfg.Credentials
+	}
+	b.raw = newRawGetter(b.client.Options().HTTPClient, bucketURL, bucket, cfg.Region, creds)
 	return b, nil
 }
 
@@ -178,8 +187,9 @@ func newClient(cfg aws.Config, opts Options, conns *connSet) *s3.Client {
 }
 
 // probe lists at most one key under the prefix, with a short per-attempt
-// timeout and few quick retries.
-func (b *Backend) probe(ctx context.Context) error {
+// timeout and few quick retries, and records the bucket's URL as the SDK
+// addressed it in bucketURL.
+func (b *Backend) probe(ctx context.Context, bucketURL *url.URL) error {
 	_, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
 		Bucket:  aws.String(b.bucket),
 		Prefix:  optional(b.prefix),
@@ -190,6 +200,7 @@ func (b *Backend) probe(ctx context.Context) error {
 		}
 		o.RetryMaxAttempts = probeAttempts
 		o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, probeMaxBackoff)
+		o.APIOptions = append(o.APIOptions, captureBucketURL(bucketURL))
 	})
 	return err
 }

@@ -40,6 +40,8 @@ func TestMinIO(t *testing.T) {
 		{"Cancel", testCancel},
 		{"BodyRetry", testBodyRetry},
 		{"Anonymous", testAnonymous},
+		{"OddKeys", testOddKeys},
+		{"RequestRetry", testRequestRetry},
 	}
 	for i, bundle := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ca-bundle=%v", bundle), func(t *testing.T) {
