@@ -80,13 +80,18 @@ func (r *Registry) sampleRates(now time.Time) {
 
 // window is how many items ahead of its frontier a job should have cached
 // or in flight: enough to cover the fetch latency at the job's read rate
-// four times over, plus slack for its readers' own parallelism; bounded in
-// bytes by WindowBytes (using the order's mean item size). Twice over and
-// 16 left 179 of 10,000 reads waiting for their fetch in a paced epoch
-// (go run ./test/benchorder --isolate-backend, stall pass): fetch latency
-// has a tail when the node's CPU is busy. Four times and 32 left 25.
+// four times over, plus a full round of parallel fetches; bounded in bytes
+// by WindowBytes (using the order's mean item size). Twice over and 16 left
+// 179 of 10,000 reads waiting for their fetch in a paced epoch (go run
+// ./test/benchorder --isolate-backend, stall pass): fetch latency has a
+// tail when the node's CPU is busy. Four times and 32 left 40-70, every
+// one in the epoch's first two seconds: before the read rate is first
+// sampled the window was 32 items, which readers took faster than 32
+// fetches return, and once behind they read back to back to catch up.
+// The round of parallel fetches lets an epoch start with as many items in
+// flight as prefetch may have.
 func (r *Registry) window(j *job) int {
-	w := int(math.Ceil(4*j.rate*r.pf.latency)) + 32
+	w := int(math.Ceil(4*j.rate*r.pf.latency)) + r.cfg.Parallel
 	return min(max(w, MinWindow), r.maxSpan(j))
 }
 

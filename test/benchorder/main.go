@@ -286,6 +286,9 @@ func (e *env) recycleMemory() {
 	logf("touched and freed %d MiB of memory (untimed) in %v", e.cfg.recycleMiB, took.Round(time.Millisecond))
 }
 
+// storeCPU is the CPU seconds MinIO and toxiproxy have used so far.
+func (e *env) storeCPU() float64 { return testenv.ProcCPU(e.mc.Pid()) + testenv.ProcCPU(e.tp.Pid()) }
+
 // gets is MinIO's GetObject count so far.
 func (e *env) gets() int64 { n, _ := e.mc.GetObjectCount(); return n }
 

@@ -54,8 +54,8 @@ func report(e *env, rounds []roundResult) {
 		}
 	}
 
-	fmt.Printf("\n%-24s %7s %8s %8s %9s %8s %7s %6s %9s %8s  %s\n",
-		"pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "what")
+	fmt.Printf("\n%-24s %7s %8s %8s %9s %8s %7s %6s %9s %8s %9s  %s\n",
+		"pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "store cpu", "what")
 	for _, r := range rows {
 		fps := fmt.Sprintf("%.0f", r.filesPerSec())
 		if r.files == 1 {
@@ -65,12 +65,16 @@ func report(e *env, rounds []roundResult) {
 		if r.procCPU >= 0 {
 			pcpu = fmt.Sprintf("%.1fs", r.procCPU)
 		}
-		fmt.Printf("%-24s %7d %8.1f %8.2f %9s %8.1f %7d %6s %9s %8s  %s\n", r.name, r.files, float64(r.bytes)/1e6,
+		scpu := "-"
+		if r.storeCPU > 0 {
+			scpu = fmt.Sprintf("%.1fs", r.storeCPU)
+		}
+		fmt.Printf("%-24s %7d %8.1f %8.2f %9s %8.1f %7d %6s %9s %8s %9s  %s\n", r.name, r.files, float64(r.bytes)/1e6,
 			r.elapsed.Seconds(), fps, r.mbPerSec(), r.gets, r.ratio,
-			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), pcpu, r.note)
+			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), pcpu, scpu, r.note)
 	}
 	fmt.Printf("ratio: small files, files/s vs the ceiling of the same round; large file, MB/s vs one connection of the same round\n")
-	fmt.Printf("cpu busy: cores busy on the whole machine (MinIO, toxiproxy, dd included); proc cpu: this program (GETs) or the dsmount daemon (mount passes)\n")
+	fmt.Printf("cpu busy: cores busy on the whole machine (MinIO, toxiproxy, dd included); proc cpu: this program (GETs) or the dsmount daemon (mount passes); store cpu: MinIO and toxiproxy\n")
 	fmt.Printf("cpus: %s\n", e.cpuNote)
 	if e.cfg.recycle {
 		fmt.Printf("memory: before every pass %d MiB of fresh memory was touched and freed (untimed; --recycle-memory)\n", e.cfg.recycleMiB)
@@ -87,7 +91,7 @@ func report(e *env, rounds []roundResult) {
 		}
 		fmt.Printf("  %s: %d line(s)\n", r.name, len(r.logs))
 		for i, l := range r.logs {
-			if i == 5 {
+			if i == 500 {
 				fmt.Printf("    ... %d more\n", len(r.logs)-5)
 				break
 			}

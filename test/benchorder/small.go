@@ -59,14 +59,14 @@ func ceiling(e *env, order []string) result {
 		sizes[i] = e.sizes[p]
 	}
 	g0 := e.gets()
-	c0, self0 := testenv.MachineCPU(), testenv.SelfCPU()
+	c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), e.storeCPU()
 	n, el, err := testenv.ParallelGets(context.Background(), e.smallClient, bucket, "ds", order, sizes, e.cfg.getsPar)
-	cpu, self := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0
+	cpu, self, store := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0, e.storeCPU()-s0
 	if err != nil {
 		e.t.Fatalf("ceiling GETs: %v", err)
 	}
 	return result{name: "ceiling (raw GETs)", files: int64(len(order)), bytes: n, elapsed: el, gets: e.gets() - g0,
-		cpu: cpu, procCPU: self, stall: -1,
+		cpu: cpu, procCPU: self, storeCPU: store, stall: -1,
 		note: fmt.Sprintf("%d ranged GetObject in flight, no filesystem; proc cpu: this program", e.cfg.getsPar)}
 }
 
@@ -87,7 +87,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 
 	g0 := e.gets()
 	smp := startSampler(metricsURL, c.sampleEvery)
-	c0, d0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid())
+	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), e.storeCPU()
 	start := time.Now()
 	var declTime time.Duration
 	if declare {
@@ -109,7 +109,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	}
 	rs, err := readEpoch(e, mp, order, c.readers, work)
 	el := time.Since(start)
-	cpu, dcpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0
+	cpu, dcpu, store := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, e.storeCPU()-s0
 	gets := e.gets() - g0
 	inFlight := smp.finish()
 	if err != nil {
@@ -129,7 +129,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 		t.Fatalf("settle %s: %v", dir, err)
 	}
 
-	res := result{name: name, files: rs.files, bytes: rs.bytes, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, stall: -1, logs: logs}
+	res := result{name: name, files: rs.files, bytes: rs.bytes, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs}
 	notes := []string{fmt.Sprintf("%d readers", c.readers)}
 	if declare {
 		notes = append(notes, fmt.Sprintf("order declared (%.2fs, timed)", declTime.Seconds()))

@@ -19,6 +19,9 @@ type result struct {
 	gets    int64   // MinIO GetObject requests during the pass
 	cpu     float64 // cores busy on the whole machine during the pass
 	procCPU float64 // CPU seconds of the process doing the work (this program, or the daemon); -1: none
+	// storeCPU is the CPU seconds MinIO and toxiproxy spent during the
+	// pass: what the same GETs cost the store, pass by pass.
+	storeCPU float64
 	stall   float64 // stall passes: (epoch - work) / epoch; else -1
 	work    time.Duration
 	note    string
