@@ -22,10 +22,10 @@ type result struct {
 	// storeCPU is the CPU seconds MinIO and toxiproxy spent during the
 	// pass: what the same GETs cost the store, pass by pass.
 	storeCPU float64
-	stall   float64 // stall passes: (epoch - work) / epoch; else -1
-	work    time.Duration
-	note    string
-	logs    []string // the daemon's WARN/ERROR (and non-JSON) stderr lines
+	stall    float64 // stall passes: (epoch - work) / epoch; else -1
+	work     time.Duration
+	note     string
+	logs     []string // the daemon's WARN/ERROR (and non-JSON) stderr lines
 }
 
 func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
