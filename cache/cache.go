@@ -151,7 +151,7 @@ func (c *Cache) open() error {
 			return fmt.Errorf("create cache data dir: %w", err)
 		}
 	}
-	packs, err := openPackStore(filepath.Join(c.dir, "packs"), c.log)
+	packs, err := openPackStore(filepath.Join(c.dir, "packs"), c.log, c.stats.fetchesInFlight.Load)
 	if err != nil {
 		return err
 	}

@@ -312,15 +312,15 @@ func TestWarmFillsUpToCapacityWithoutEvicting(t *testing.T) {
 	s := c.Source(mem)
 	want := []WarmOutcome{WarmFetched, WarmFetched}
 	for i, o := range objs[:2] {
-		got, err := s.Warm(context.Background(), o, 0)
+		got, err := s.Warm(context.Background(), o, 0, nil)
 		if err != nil || got != want[i] {
 			t.Fatalf("warm %d: %v, %v; want %v", i, got, err, want[i])
 		}
 	}
-	if _, err := s.Warm(context.Background(), objs[2], 0); !errors.Is(err, ErrFull) {
+	if _, err := s.Warm(context.Background(), objs[2], 0, nil); !errors.Is(err, ErrFull) {
 		t.Fatalf("warm past capacity: %v, want ErrFull", err)
 	}
-	if got, err := s.Warm(context.Background(), objs[0], 0); err != nil || got != WarmAlreadyCached {
+	if got, err := s.Warm(context.Background(), objs[0], 0, nil); err != nil || got != WarmAlreadyCached {
 		t.Fatalf("warm again: %v, %v", got, err)
 	}
 	if n, _ := s.CachedBytes(objs[0]); n != objs[0].Size {
@@ -422,5 +422,32 @@ func TestSourceCloseCancelsItsFlights(t *testing.T) {
 	}
 	if n := mem.Reads.Load(); n != 2 {
 		t.Errorf("%d backend reads, want 2 (the cancelled one, then the other source's own)", n)
+	}
+}
+
+// TestWarmReportsFetched: Warm's fetched callback runs once, when the
+// bytes are in (a warm frees its fetch slot then; when exactly, relative to
+// the write, is up to the scheduler), and Warm returns only once the chunk
+// is stored.
+func TestWarmReportsFetched(t *testing.T) {
+	mem := memory.New()
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(31, 32)), 100<<10))
+	c := openCache(t, t.TempDir(), Options{})
+	defer c.Close()
+	s := c.Source(mem)
+	calls := 0
+	outcome, err := s.Warm(context.Background(), obj, 0, func() { calls++ })
+	if err != nil || outcome != WarmFetched {
+		t.Fatalf("Warm = %v, %v", outcome, err)
+	}
+	if calls != 1 {
+		t.Fatalf("fetched called %d times, want 1", calls)
+	}
+	if !s.ChunkCached(obj, 0) {
+		t.Error("Warm returned before the chunk was stored")
+	}
+	calls = 0
+	if outcome, err := s.Warm(context.Background(), obj, 0, func() { calls++ }); err != nil || outcome != WarmAlreadyCached || calls != 0 {
+		t.Fatalf("Warm of a cached chunk = %v, %v, fetched called %d times; want already cached, no fetch", outcome, err, calls)
 	}
 }

@@ -99,14 +99,18 @@ type packStore struct {
 	writes chan *packWrite
 	quit   chan struct{}
 	wg     sync.WaitGroup
+	// inFlight, if set, is how many chunk fetches are running, the ones
+	// whose writes are queued included: the writer lingers for more
+	// slots only while it exceeds the batch at hand.
+	inFlight func() int64
 }
 
-func openPackStore(dir string, log *slog.Logger) (*packStore, error) {
+func openPackStore(dir string, log *slog.Logger, inFlight func() int64) (*packStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create cache pack dir: %w", err)
 	}
 	s := &packStore{dir: dir, log: log, maxSize: packMaxSize, grow: packGrow, packs: make(map[uint64]*pack),
-		writes: make(chan *packWrite), quit: make(chan struct{})}
+		writes: make(chan *packWrite), quit: make(chan struct{}), inFlight: inFlight}
 	s.wg.Add(1)
 	go s.runWriter()
 	return s, nil

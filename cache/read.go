@@ -177,11 +177,40 @@ type chunkResult struct {
 // chunk to the cache (warm and prefetch want it there; a read only wants
 // the bytes).
 func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, stored bool) (chunkResult, error) {
+	var w waitFor
+	if stored {
+		w = waitFor{stored: true}
+	}
+	return s.chunkWait(ctx, meta, obj, idx, prio, w)
+}
+
+// chunkStored is chunk with stored set, calling fetched (if not nil) once,
+// when the bytes have arrived, before they are stored.
+func (s *Source) chunkStored(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, fetched func()) (chunkResult, error) {
+	w := waitFor{stored: true}
+	if fetched != nil {
+		// Once: a flight cancelled by another mount's unmount is joined
+		// again.
+		var once sync.Once
+		w.fetched = func() { once.Do(fetched) }
+	}
+	return s.chunkWait(ctx, meta, obj, idx, prio, w)
+}
+
+// waitFor says how long a caller of a flight waits: for the bytes (a
+// read), or until they are stored too (warm, prefetch), being told when
+// the bytes have arrived if fetched is set.
+type waitFor struct {
+	stored  bool
+	fetched func()
+}
+
+func (s *Source) chunkWait(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (chunkResult, error) {
 	if s.isClosed() {
 		return chunkResult{}, errSourceClosed
 	}
 	for {
-		res, f, err := s.chunkOnce(ctx, meta, obj, idx, prio, stored)
+		res, f, err := s.chunkOnce(ctx, meta, obj, idx, prio, w)
 		if err != errSourceClosed || s.isClosed() {
 			return res, err
 		}
@@ -195,8 +224,9 @@ func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object,
 	}
 }
 
-func (s *Source) chunkOnce(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, stored bool) (chunkResult, *flight, error) {
+func (s *Source) chunkOnce(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (chunkResult, *flight, error) {
 	c := s.c
+	stored := w.stored
 	f, raised := c.flights.join(chunkID{meta.id(), idx}, prio, !stored, func(f *flight) {
 		// The flight, not its callers, is what Close must wait for.
 		if !s.startFlight() {
@@ -216,6 +246,14 @@ func (s *Source) chunkOnce(ctx context.Context, meta objectMeta, obj backend.Obj
 	}
 	c.stats.waiting.Add(1)
 	defer c.stats.waiting.Add(-1)
+	if w.fetched != nil {
+		select {
+		case <-f.ready:
+			w.fetched()
+		case <-ctx.Done():
+			return chunkResult{}, f, ctx.Err()
+		}
+	}
 	wait := f.ready
 	if stored {
 		wait = f.done

@@ -55,8 +55,10 @@ func (s *Source) CachedBytes(obj backend.Object) (int64, error) {
 // Warm makes sure chunk idx of obj is cached, fetching it through the same
 // flight as reads (so a warm and a read of one chunk make one GET). It
 // fails with ErrFull, without fetching, when the chunk doesn't fit in the
-// remaining capacity.
-func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int) (WarmOutcome, error) {
+// remaining capacity. It returns once the chunk is stored; fetched, if not
+// nil, is called as soon as its bytes have arrived (before they are
+// written), so a caller bounding its fetches in flight can start the next.
+func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, fetched func()) (WarmOutcome, error) {
 	c := s.c
 	meta := metaOf(s.id, obj, c.chunkSize)
 	if idx < 0 || idx >= meta.numChunks() {
@@ -72,7 +74,7 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int) (WarmOut
 	if capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+meta.chunkLen(idx) > capacity {
 		return 0, ErrFull
 	}
-	res, err := s.chunk(ctx, meta, obj, idx, Foreground, true)
+	res, err := s.chunkStored(ctx, meta, obj, idx, Foreground, fetched)
 	if err != nil {
 		return 0, err
 	}

@@ -43,6 +43,9 @@ type WarmProgress struct {
 }
 
 const (
+	// warmWritesPerFetch bounds a warm's chunks fetched and not yet
+	// written, per fetch slot.
+	warmWritesPerFetch  = 4
 	defaultWarmParallel = 64
 	maxWarmParallel     = 1024
 	warmProgressEvery   = 250 * time.Millisecond
@@ -212,7 +215,13 @@ func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Ev
 	defer func() { close(stopProgress); progress.Wait() }()
 
 	src := w.m.src
+	// sem bounds fetches in flight (--parallel): a slot is free once a
+	// chunk's bytes have arrived, while they are written. Holding it for
+	// the write too left the backend fewer GETs in flight than asked for.
+	// outstanding bounds fetches and writes together, so chunks can't pile
+	// up in memory behind a disk slower than the store.
 	sem := make(chan struct{}, par)
+	outstanding := make(chan struct{}, warmWritesPerFetch*par)
 	var fetches sync.WaitGroup
 	defer fetches.Wait()
 	for _, f := range files {
@@ -237,12 +246,19 @@ func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Ev
 				continue
 			}
 			select {
-			case sem <- struct{}{}:
+			case outstanding <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				<-outstanding
+				return
+			}
+			release := func() { <-sem; <-outstanding }
 			if ctx.Err() != nil {
-				<-sem
+				release()
 				return
 			}
 			if w.full.Load() || !w.fits(size) {
@@ -250,25 +266,27 @@ func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Ev
 				// earlier paths keep the room.
 				w.full.Store(true)
 				w.notCached.Add(1)
-				<-sem
+				release()
 				continue
 			}
 			fetches.Add(1)
 			go func(obj backend.Object, idx int) {
 				defer fetches.Done()
-				defer func() { <-sem }()
+				var fetchDone sync.Once
+				fetched := func() { fetchDone.Do(func() { <-sem }) }
+				defer func() { fetched(); <-outstanding }()
 				defer w.reserved.Add(-size)
-				w.warmChunk(ctx, obj, idx)
+				w.warmChunk(ctx, obj, idx, fetched)
 				chunkDone()
 			}(f.obj, idx)
 		}
 	}
 }
 
-func (w *warmRun) warmChunk(ctx context.Context, obj backend.Object, idx int) {
+func (w *warmRun) warmChunk(ctx context.Context, obj backend.Object, idx int, fetched func()) {
 	src := w.m.src
 	size := src.ChunkLen(obj, idx)
-	outcome, err := src.Warm(ctx, obj, idx)
+	outcome, err := src.Warm(ctx, obj, idx, fetched)
 	switch {
 	case errors.Is(err, cache.ErrFull):
 		w.full.Store(true)
