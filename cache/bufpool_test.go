@@ -70,7 +70,7 @@ func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 						return
 					}
 				case 2:
-					if err := s.Fetch(ctx, obj, idx, Background); err != nil {
+					if err := s.Fetch(ctx, obj, idx, Background, nil); err != nil {
 						errs <- err
 						return
 					}

@@ -409,7 +409,7 @@ func TestSourceCloseCancelsItsFlights(t *testing.T) {
 		runtime.Gosched()
 	}
 	closing.Close() // returns although the backend read never ends by itself
-	if err := closing.Fetch(context.Background(), obj, 0, Foreground); !errors.Is(err, ErrClosed) {
+	if err := closing.Fetch(context.Background(), obj, 0, Foreground, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Fetch through a closed source: %v, want ErrClosed", err)
 	}
 	release()

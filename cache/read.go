@@ -308,21 +308,23 @@ func (s *Source) Prefetch(obj backend.Object, idx int) {
 		return
 	}
 	go func() {
-		if err := s.Fetch(context.Background(), obj, idx, Background); err != nil && !errors.Is(err, ErrClosed) {
+		if err := s.Fetch(context.Background(), obj, idx, Background, nil); err != nil && !errors.Is(err, ErrClosed) {
 			s.c.log.Debug("cache: prefetch failed", "key", obj.Key, "chunk", idx, "err", err)
 		}
 	}()
 }
 
 // Fetch makes sure chunk idx of obj has been loaded, from the cache or the
-// backend (through the flight a read would join), waiting until it has.
-// Whether the bytes are kept is the policy's call, as for a read.
-func (s *Source) Fetch(ctx context.Context, obj backend.Object, idx int, prio Priority) error {
+// backend (through the flight a read would join), waiting until it has
+// been offered to the cache. Whether the bytes are kept is the policy's
+// call, as for a read. fetched, if not nil, is called once the bytes have
+// arrived, before they are written (see Warm).
+func (s *Source) Fetch(ctx context.Context, obj backend.Object, idx int, prio Priority, fetched func()) error {
 	meta := metaOf(s.id, obj, s.c.chunkSize)
 	if idx < 0 || idx >= meta.numChunks() {
 		return fmt.Errorf("cache: chunk %d out of range for %s", idx, obj.Key)
 	}
-	_, err := s.chunk(ctx, meta, obj, idx, prio, true)
+	_, err := s.chunkStored(ctx, meta, obj, idx, prio, fetched)
 	return err
 }
 

@@ -10,6 +10,9 @@ import (
 )
 
 const (
+	// writesPerFetch bounds the items fetched or being written, per fetch
+	// slot (Parallel).
+	writesPerFetch = 4
 	// tick is how often the scheduler looks at the jobs when nothing wakes
 	// it: rates are sampled and idle jobs expired.
 	tick = 250 * time.Millisecond
@@ -115,12 +118,18 @@ type prefetchJob struct {
 // fill issues prefetches for every job's window, nearest items first
 // across jobs, until Parallel are running.
 func (r *Registry) fill() {
-	free := r.cfg.Parallel - r.pf.running
-	if free <= 0 || r.cfg.NoPrefetch {
+	if r.cfg.NoPrefetch {
 		return
 	}
 	var picks []prefetchJob
 	r.mu.Lock()
+	// Fetching, and fetched but being written: those bound together keep
+	// chunks from piling up behind a disk slower than the store.
+	free := min(r.cfg.Parallel-r.pf.running, writesPerFetch*r.cfg.Parallel-len(r.pf.inflight))
+	if free <= 0 {
+		r.mu.Unlock()
+		return
+	}
 	if len(r.jobs) == 0 {
 		r.mu.Unlock()
 		return
@@ -192,21 +201,51 @@ func (r *Registry) full() bool {
 	return capacity > 0 && used >= capacity-capacity/100
 }
 
-// prefetch fetches every chunk of one item at background priority.
+// prefetch fetches every chunk of one item at background priority. Its
+// slot (one of Parallel) is given back as soon as the last chunk's bytes
+// are in, while they are written: a slot held for the write too left the
+// store fewer fetches in flight than Parallel. The item stays in flight
+// (no second prefetch of it) until it is stored.
 func (r *Registry) prefetch(pj prefetchJob) {
 	defer r.wg.Done()
 	src := pj.j.mount.src
 	start := time.Now()
+	elapsed := -1.0
+	freed := false
+	free := func() {
+		if freed {
+			return
+		}
+		freed = true
+		elapsed = time.Since(start).Seconds()
+		select {
+		case r.pf.done <- struct{}{}:
+		case <-r.ctx.Done():
+		}
+	}
+	defer free()
 	var err error
 	n := src.NumChunks(pj.it.Obj)
 	for idx := 0; idx < n && err == nil; idx++ {
-		err = src.Fetch(r.ctx, pj.it.Obj, idx, cache.Background)
+		var fetched func()
+		if idx == n-1 {
+			fetched = free
+		}
+		err = src.Fetch(r.ctx, pj.it.Obj, idx, cache.Background, fetched)
 	}
-	elapsed := time.Since(start).Seconds()
+	if elapsed < 0 {
+		elapsed = time.Since(start).Seconds()
+	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pf.inflight) == writesPerFetch*r.cfg.Parallel {
+		// fill stopped at the bound: this makes room.
+		defer r.kick()
+	}
 	delete(r.pf.inflight, pj.it.ID)
 	if err == nil {
-		// Latency per item, smoothed: fetches of n chunks count once.
+		// Latency per item (to its bytes), smoothed: fetches of n chunks
+		// count once.
 		r.pf.latency += latencySmoothing * (elapsed - r.pf.latency)
 		if cur := r.jobs[jobKey{pj.j.mount, pj.j.name}]; cur == pj.j {
 			pj.j.prefetched++
@@ -214,10 +253,5 @@ func (r *Registry) prefetch(pj prefetchJob) {
 		}
 	} else if !errors.Is(err, cache.ErrClosed) && r.ctx.Err() == nil {
 		r.cfg.Logger.Debug("readahead: prefetch failed", "key", pj.it.Obj.Key, "err", err)
-	}
-	r.mu.Unlock()
-	select {
-	case r.pf.done <- struct{}{}:
-	case <-r.ctx.Done():
 	}
 }
