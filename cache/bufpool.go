@@ -3,6 +3,7 @@ package cache
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // bufPool recycles chunk buffers. Warming 10,000 small files allocated (and
@@ -13,6 +14,8 @@ import (
 // what they have wholly overwritten.
 type bufPool struct {
 	classes []sync.Pool // classes[i] holds *[]byte of cap minPooledBuf<<i
+	// recycled counts the buffers put back (tests check that flights do).
+	recycled atomic.Int64
 }
 
 const (
@@ -70,5 +73,6 @@ func (p *bufPool) put(b []byte) {
 		return // not one of ours
 	}
 	b = b[:0]
+	p.recycled.Add(1)
 	p.classes[c].Put(&b)
 }

@@ -146,11 +146,12 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		o.mu.RUnlock()
 	}
 
-	res, err := s.chunk(ctx, meta, obj, idx, Foreground, false)
+	res, release, err := s.chunkRead(ctx, meta, obj, idx)
 	if err != nil {
 		return err
 	}
 	copy(dst, res.data[inner:])
+	release()
 	if res.fromBackend {
 		c.stats.miss(len(dst))
 		s.stats.miss(len(dst))
@@ -176,12 +177,8 @@ type chunkResult struct {
 // With stored set, it returns only once the flight has also offered the
 // chunk to the cache (warm and prefetch want it there; a read only wants
 // the bytes).
-func (s *Source) chunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, stored bool) (chunkResult, error) {
-	var w waitFor
-	if stored {
-		w = waitFor{stored: true}
-	}
-	return s.chunkWait(ctx, meta, obj, idx, prio, w)
+func (s *Source) chunkRead(ctx context.Context, meta objectMeta, obj backend.Object, idx int) (res chunkResult, release func(), err error) {
+	return s.chunkWait(ctx, meta, obj, idx, Foreground, waitFor{})
 }
 
 // chunkStored is chunk with stored set, calling fetched (if not nil) once,
@@ -194,7 +191,8 @@ func (s *Source) chunkStored(ctx context.Context, meta objectMeta, obj backend.O
 		var once sync.Once
 		w.fetched = func() { once.Do(fetched) }
 	}
-	return s.chunkWait(ctx, meta, obj, idx, prio, w)
+	res, _, err := s.chunkWait(ctx, meta, obj, idx, prio, w)
+	return res, err
 }
 
 // waitFor says how long a caller of a flight waits: for the bytes (a
@@ -205,21 +203,31 @@ type waitFor struct {
 	fetched func()
 }
 
-func (s *Source) chunkWait(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (chunkResult, error) {
+// A reader (w.stored unset) gets release, to call once it is done with
+// res.data; others get a no-op.
+func (s *Source) chunkWait(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (res chunkResult, release func(), err error) {
 	if s.isClosed() {
-		return chunkResult{}, errSourceClosed
+		return chunkResult{}, nil, errSourceClosed
 	}
 	for {
 		res, f, err := s.chunkOnce(ctx, meta, obj, idx, prio, w)
+		release := func() {}
+		if !w.stored {
+			release = func() { s.c.flights.release(f) }
+		}
+		if err == nil {
+			return res, release, nil
+		}
+		release()
 		if err != errSourceClosed || s.isClosed() {
-			return res, err
+			return res, nil, err
 		}
 		// Another mount's flight, cancelled by its unmount: once it has
 		// left the group, start our own.
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			return chunkResult{}, ctx.Err()
+			return chunkResult{}, nil, ctx.Err()
 		}
 	}
 }

@@ -2,11 +2,10 @@ package readahead
 
 import "testing"
 
-// TestSequentialWindowGrows: 128 KiB reads straight through a 64-chunk file
-// start a stream on the second read, then keep a window that doubles with
-// every chunk read up to MaxChunks ahead, never asking for a chunk twice
-// or past the end.
-func TestSequentialWindowGrows(t *testing.T) {
+// TestSequentialWindow: 128 KiB reads straight through a 64-chunk file
+// start a stream at once (the first read is at offset 0), then keep
+// MaxChunks chunks ahead, never asking for a chunk twice or past the end.
+func TestSequentialWindow(t *testing.T) {
 	const chunk, size = 4 << 20, 64 * (4 << 20)
 	var s Sequential
 	asked := make(map[int]bool)

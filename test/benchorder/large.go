@@ -66,7 +66,7 @@ func runLargeRound(e *env, r int) largeRound {
 // proxy: one connection, timed from the request to the last byte.
 func oneConn(e *env, name string) result {
 	g0 := e.gets()
-	c0, self0 := testenv.MachineCPU(), testenv.SelfCPU()
+	c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), e.storeCPU()
 	start := time.Now()
 	out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
 		Bucket: aws.String(bucket), Key: aws.String("big/" + e.largeRel)})
@@ -77,14 +77,14 @@ func oneConn(e *env, name string) result {
 	n, err := io.CopyBuffer(h, out.Body, make([]byte, 1<<20))
 	out.Body.Close()
 	el := time.Since(start)
-	cpu, self := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0
+	cpu, self, store := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0, e.storeCPU()-s0
 	if err != nil {
 		e.t.Fatalf("GetObject big/%s: reading: %v", e.largeRel, err)
 	}
 	if n != e.largeSize || h.Sum32() != e.largeCRC {
 		e.t.Fatalf("GetObject big/%s: %d bytes, CRC-32C %08x; the source has %d, %08x", e.largeRel, n, h.Sum32(), e.largeSize, e.largeCRC)
 	}
-	return result{name: name, files: 1, bytes: n, elapsed: el, gets: e.gets() - g0, cpu: cpu, procCPU: self, stall: -1,
+	return result{name: name, files: 1, bytes: n, elapsed: el, gets: e.gets() - g0, cpu: cpu, procCPU: self, storeCPU: store, stall: -1,
 		note: "one GetObject of the whole object (no Range), one connection; proc cpu: this program"}
 }
 
@@ -98,10 +98,10 @@ func ddMount(e *env, round int) result {
 	file := filepath.Join(mp, filepath.FromSlash(e.largeRel))
 
 	g0 := e.gets()
-	c0, d0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid())
+	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), e.storeCPU()
 	smp := startSampler(metricsURL, e.cfg.sampleEvery)
 	n, _, el, err := testenv.DD(file)
-	cpu, dcpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0
+	cpu, dcpu, store := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, e.storeCPU()-s0
 	gets := e.gets() - g0
 	inFlight := smp.finish()
 	if err != nil {
@@ -127,7 +127,7 @@ func ddMount(e *env, round int) result {
 	if err := testenv.SettleKeeping(dir); err != nil {
 		t.Fatalf("settle %s: %v", dir, err)
 	}
-	return result{name: "dd, cold mount", files: 1, bytes: n, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, stall: -1, logs: logs,
+	return result{name: "dd, cold mount", files: 1, bytes: n, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs,
 		note: fmt.Sprintf("dd bs=1M, fresh mount+cache, --chunk-size %s; hits %d misses %d, %d chunks fetched; bytes checked after (CRC-32C); %s",
 			e.cfg.chunkSize, st.Mount.Hits, st.Mount.Misses, st.Cache.ChunksFetched, inFlight)}
 }
