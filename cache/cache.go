@@ -43,6 +43,9 @@ type Options struct {
 	// foreground fetches (reads that missed, warm): background prefetch
 	// never takes those.
 	FetchSlots int
+
+	// spaceCheckEvery paces the free-space check (tests slow it down).
+	spaceCheckEvery time.Duration
 }
 
 // workerIdle is how long a flight worker waits for the next flight before
@@ -65,6 +68,9 @@ type Cache struct {
 	db        *badger.DB
 	commits   *committer
 	packs     *packStore
+	space     *spaceGuard
+	// writeWarn keeps a failing disk from writing a warning per chunk.
+	writeWarn rateLimitedLog
 
 	// ctx bounds every backend fetch; cancelled by Close.
 	ctx     context.Context
@@ -113,12 +119,21 @@ func Open(dir string, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.spaceCheckEvery == 0 {
+		opts.spaceCheckEvery = spaceCheckEvery
+	}
+	space, err := startSpaceGuard(dir, reserveSize, opts.spaceCheckEvery, opts.Logger)
+	if err != nil {
+		lf.Close()
+		return nil, err
+	}
 	c := &Cache{
 		dir:       dir,
 		chunkSize: opts.ChunkSize,
 		policy:    opts.Policy,
 		log:       opts.Logger,
 		lockFile:  lf,
+		space:     space,
 		objects:   make(map[ObjectID]*object),
 	}
 	c.capacity.Store(opts.Capacity)
@@ -135,15 +150,24 @@ func Open(dir string, opts Options) (*Cache, error) {
 		if c.db != nil {
 			c.db.Close()
 		}
+		space.close()
 		lf.Close()
+		if errors.Is(err, syscall.ENOSPC) {
+			err = fmt.Errorf("%s: %w: %v", dir, ErrNoSpace, err)
+		}
 		return nil, err
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.packs, c.log)
+	index := &indexFiles{dir: filepath.Join(c.dir, "index"), space: c.space, done: map[string]int64{}}
+	index.prepare()
+	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.packs, index, c.log)
 	c.maintenance.Add(1)
 	go c.runValueLogGC()
 	return c, nil
 }
+
+// memTableSize is the index's memtable size (see open).
+const memTableSize = 8 << 20
 
 func (c *Cache) open() error {
 	for i := range 256 {
@@ -157,14 +181,20 @@ func (c *Cache) open() error {
 	}
 	c.packs = packs
 	bopts := badger.DefaultOptions(filepath.Join(c.dir, "index")).
-		WithMemTableSize(16 << 20).
+		// Badger logs each memtable in a file of twice its size, which
+		// indexFiles allocates on disk. 8 MiB holds the records of some
+		// 50,000 cached files, and is the least that takes a 1 MiB value
+		// (a listing page) in one batch.
+		WithMemTableSize(memTableSize).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).
 		WithCompression(options.None).
 		WithBlockCacheSize(0).
 		WithIndexCacheSize(32 << 20).
-		WithValueLogFileSize(64 << 20).
+		// The value log holds only listing pages of 1 MiB or more; badger
+		// maps twice this size, and indexFiles allocates it all on disk.
+		WithValueLogFileSize(4 << 20).
 		WithLogger(badgerLogger{c.log})
 	db, err := badger.Open(bopts)
 	if err != nil {
@@ -281,7 +311,17 @@ func (c *Cache) Close() error {
 	c.maintenance.Wait()
 	c.commits.close()
 	c.packs.close()
-	err := c.db.Close()
+	c.space.close()
+	// Closing the index flushes its memtable into a new table, which with
+	// no room left would fault (see indexFiles). Everything it was given is
+	// in its log already, which it replays at the next start: with no room,
+	// leave it unclosed rather than crash.
+	var err error
+	if c.commits.index.prepare() {
+		err = c.db.Close()
+	} else {
+		c.log.Warn("cache: the cache filesystem is full; the index is left for its log to be replayed at the next start", "dir", c.dir)
+	}
 	c.lockFile.Close()
 	return err
 }

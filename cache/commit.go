@@ -19,6 +19,7 @@ const (
 	opDropChunk                  // chunk failed verification; forget its record
 	opDeleteObject               // object evicted; forget all its records
 	opTouch                      // object read; persist its access time
+	opBarrier                    // nothing to write: done is closed once the ops before it are committed
 )
 
 type commitOp struct {
@@ -26,7 +27,8 @@ type commitOp struct {
 	o    *object
 	idx  int
 	rec  chunkRecord
-	slot *slot // opAddChunk of a packed object: where its bytes were written
+	slot *slot         // opAddChunk of a packed object: where its bytes were written
+	done chan struct{} // opBarrier
 }
 
 // committer turns written chunks into index records, in groups: it syncs the
@@ -39,6 +41,8 @@ type committer struct {
 	log     *slog.Logger
 	dataDir *os.File // the cache's data dir, for syncfs; may be nil
 	packs   *packStore
+	index   *indexFiles
+	skipped rateLimitedLog
 	ops     chan commitOp
 	wg      sync.WaitGroup
 
@@ -59,8 +63,8 @@ const (
 	batchLinger = 25 * time.Millisecond
 )
 
-func startCommitter(db *badger.DB, dataDir string, packs *packStore, log *slog.Logger) *committer {
-	cm := &committer{db: db, log: log, packs: packs, ops: make(chan commitOp, 4096)}
+func startCommitter(db *badger.DB, dataDir string, packs *packStore, index *indexFiles, log *slog.Logger) *committer {
+	cm := &committer{db: db, log: log, packs: packs, index: index, ops: make(chan commitOp, 4096)}
 	if d, err := os.Open(dataDir); err == nil {
 		cm.dataDir = d
 	}
@@ -115,7 +119,35 @@ func (cm *committer) run() {
 	}
 }
 
+// barrier returns once every op sent before it has been committed (or
+// dropped): tests use it to know what the index holds.
+func (cm *committer) barrier() {
+	done := make(chan struct{})
+	cm.closeMu.RLock()
+	if cm.closed {
+		cm.closeMu.RUnlock()
+		return
+	}
+	cm.ops <- commitOp{kind: opBarrier, done: done}
+	cm.closeMu.RUnlock()
+	<-done
+}
+
 func (cm *committer) commit(batch []commitOp) {
+	defer func() {
+		for _, op := range batch {
+			if op.kind == opBarrier {
+				close(op.done)
+			}
+		}
+	}()
+	if cm.index != nil && !cm.index.prepare() {
+		// The index has no room to log the batch: a write there would
+		// fault. The chunks stay valid in memory, just not remembered
+		// across a restart.
+		cm.skipped.warn(cm.log, "cache: the cache filesystem is full; index records are not written", "ops", len(batch))
+		return
+	}
 	cm.syncFiles(batch)
 	// Evictions first, each in batches of its own: a large object has more
 	// chunk records than one transaction may hold. A later incarnation's

@@ -9,6 +9,7 @@
 //	<dir>/index/               badger v4: object records, chunk records, listings
 //	<dir>/data/<xx>/<id>       one sparse file per object version of several chunks
 //	<dir>/packs/<16 hex>       pack files: a slot per object version of one chunk
+//	<dir>/reserve              space held back for the index (space.go)
 //
 // An object version (source ID, key, size, version string, chunk size) hashes
 // to a 128-bit ObjectID. An object of several chunks keeps all its cached
@@ -37,6 +38,18 @@
 //   - Restart does not scan data/: object records are read from the index at
 //     Open; chunk records of an object are read the first time it is touched.
 //     Pack files that no record names are deleted at Open.
+//
+// # A full disk
+//
+// The index writes through memory maps, where a write with no free block
+// left is a SIGBUS, not an error. So the cache holds a reserve file and
+// watches free space (spaceGuard): when the filesystem runs low, or a
+// write of cached data fails for want of space, the reserve goes and
+// nothing new is cached (reads are streamed) until there is room again.
+// Before each index write, and before closing the index, there must be
+// room for the memtable flush it may start, and the index's log files
+// have their blocks allocated (indexFiles); with no room even then, the
+// write is skipped (records are lost, never the daemon).
 //
 // # Fetching
 //

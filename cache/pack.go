@@ -172,8 +172,15 @@ func (s *packStore) alloc(n int64) (slot, error) {
 	}
 	p, off := s.cur, s.next
 	if end := off + size; end > s.allocated && !s.noPrealloc {
-		grow := max(s.grow, alignUp(end-s.allocated))
-		switch err := withFd(p.wf, func(fd int) error { return unix.Fallocate(fd, 0, s.allocated, grow) }); {
+		need := alignUp(end - s.allocated)
+		grow := max(s.grow, need)
+		err := withFd(p.wf, func(fd int) error { return unix.Fallocate(fd, 0, s.allocated, grow) })
+		if errors.Is(err, unix.ENOSPC) && grow > need {
+			// Too little room for a whole step: just this slot.
+			grow = need
+			err = withFd(p.wf, func(fd int) error { return unix.Fallocate(fd, 0, s.allocated, grow) })
+		}
+		switch {
 		case err == nil:
 			s.allocated += grow
 		case errors.Is(err, unix.EOPNOTSUPP):

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
@@ -482,7 +483,10 @@ func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
 		o.mu.RUnlock()
 		c.used.Add(-n)
 		c.stats.writeErrors.Add(1)
-		c.log.Warn("cache: write failed; serving without caching", "key", o.meta.Key, "chunk", idx, "err", err)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			c.space.noSpace(err)
+		}
+		c.writeWarn.warn(c.log, "cache: write failed; serving without caching", "key", o.meta.Key, "chunk", idx, "err", err)
 		return
 	}
 	// Still holding mu shared: o can't die; bits orders us with the other
@@ -521,6 +525,9 @@ func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
 // reserve accounts n more bytes against capacity, evicting the policy's
 // victims as needed. False means the policy would rather not cache them.
 func (c *Cache) reserve(incoming ObjectID, n int64) bool {
+	if c.space.isFull() {
+		return false
+	}
 	c.spaceMu.Lock()
 	defer c.spaceMu.Unlock()
 	for capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+n > capacity; {

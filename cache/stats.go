@@ -1,6 +1,11 @@
 package cache
 
-import "sync/atomic"
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 type counters struct {
 	hits, misses                     atomic.Int64 // chunk reads served from cache / backend
@@ -40,6 +45,9 @@ type Stats struct {
 	WarmChunks       int64 // chunks fetched by Warm
 	Used, Capacity   int64
 	Waiting          int64 // readers waiting on a chunk verification or fetch now
+	// DiskFull: the cache's filesystem is full, so nothing new is cached
+	// until it has room again (see spaceGuard).
+	DiskFull bool
 }
 
 // Stats returns the cache's counters.
@@ -53,6 +61,7 @@ func (c *Cache) Stats() Stats {
 		Evictions: s.evictions.Load(), VerifyFailures: s.verifyFailures.Load(),
 		WriteErrors: s.writeErrors.Load(), WarmChunks: s.warmChunks.Load(),
 		Waiting: s.waiting.Load(), Used: c.used.Load(), Capacity: c.capacity.Load(),
+		DiskFull: c.space.isFull(),
 	}
 }
 
@@ -70,4 +79,31 @@ func (s *Source) Stats() SourceStats {
 		Hits: s.stats.hits.Load(), Misses: s.stats.misses.Load(),
 		BytesFromCache: s.stats.bytesFromCache.Load(), BytesFromBackend: s.stats.bytesFromBackend.Load(),
 	}
+}
+
+// rateLimitedLog writes the first of a run of warnings at once and then at
+// most one a minute, counting the ones it left out.
+type rateLimitedLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+const warnInterval = time.Minute
+
+func (r *rateLimitedLog) warn(log *slog.Logger, msg string, args ...any) {
+	r.mu.Lock()
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < warnInterval {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	n := r.suppressed
+	r.last, r.suppressed = now, 0
+	r.mu.Unlock()
+	if n > 0 {
+		args = append(args, "like_it_since_last", n)
+	}
+	log.Warn(msg, args...)
 }

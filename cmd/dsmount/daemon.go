@@ -92,7 +92,15 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 			c.Close()
 			return nil, fmt.Errorf("--cache-size not given and the free space of %s is unknown: %w", cf.dir, err)
 		}
-		c.SetCapacity(c.Used() + free*4/5)
+		capacity := c.Used() + max(free-cache.KeepFree, 0)*4/5
+		if capacity < cf.chunkSize {
+			// 0 would mean unlimited: a full disk must not.
+			ra.Close()
+			c.Close()
+			return nil, fmt.Errorf("--cache-size not given and %s has %s free: free some space, pick another --cache-dir or give --cache-size: %w",
+				cf.dir, humanBytes(free), cache.ErrNoSpace)
+		}
+		c.SetCapacity(capacity)
 	}
 	d := &daemon{cache: c, ra: ra, opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}, pending: map[string]bool{}}
 	sock := filepath.Join(cf.dir, socketName)

@@ -275,6 +275,7 @@ type CacheStats struct {
 	Evictions        int64 `json:"evictions"`
 	Streamed         int64 `json:"streamed"`
 	WarmChunks       int64 `json:"warm_chunks"`
+	DiskFull         bool  `json:"disk_full"`
 }
 
 // DaemonStats is what `dsmount stats MOUNTPOINT --json` prints.
