@@ -2,52 +2,16 @@ package test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dsmount/dsmount/test/testenv"
 )
-
-// smallFS mounts a tmpfs of size bytes on a temporary directory: a
-// filesystem the test may fill without touching anyone else's.
-func smallFS(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Fatalf("mount a tmpfs of %s (the suite runs as root): %v", size, err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fillFS writes zeros to a new file in dir until the filesystem refuses,
-// and wants that refusal to be ENOSPC.
-func fillFS(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		if _, err = f.Write(buf); err != nil {
-			break
-		}
-	}
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("filling %s: %v, want ENOSPC", dir, err)
-	}
-	return path
-}
 
 // TestFullCacheDisk: the cache's filesystem fills up (another writer takes
 // every free block) while a mount serves reads. Reads keep returning the
@@ -56,7 +20,7 @@ func fillFS(t *testing.T, dir string) string {
 // no block left is a SIGBUS that would take every mount down); once space
 // is back it caches again; and it exits cleanly.
 func TestFullCacheDisk(t *testing.T) {
-	fsDir := smallFS(t, "256m")
+	fsDir := testenv.SmallFS(t, "256m")
 	src := t.TempDir()
 	r := rand.New(rand.NewPCG(41, 42))
 	var names []string
@@ -92,7 +56,7 @@ func TestFullCacheDisk(t *testing.T) {
 
 	// Until the daemon notices, it may still fill space it holds (a pack's
 	// preallocated room): reads stay right either way.
-	filler := fillFS(t, fsDir)
+	filler := testenv.FillFS(t, fsDir)
 	check(mp, names[20:30])
 	waitDiskFull(t, mp, true)
 	check(mp, names[30:])
@@ -141,8 +105,8 @@ func waitDiskFull(t *testing.T, mp string, want bool) {
 // TestFullCacheDiskAtStart: a mount whose cache filesystem has no room
 // refuses to start with a one-line error, and mounts nothing.
 func TestFullCacheDiskAtStart(t *testing.T) {
-	fsDir := smallFS(t, "64m")
-	fillFS(t, fsDir)
+	fsDir := testenv.SmallFS(t, "64m")
+	testenv.FillFS(t, fsDir)
 	src, mp := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(src, "f"), []byte("x"), 0o644)
 	res := testenv.RunCLI(dsmountBin, nil, time.Minute, "mount", src, mp, "--cache-dir", filepath.Join(fsDir, "cache"))
