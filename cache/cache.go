@@ -150,6 +150,9 @@ func Open(dir string, opts Options) (*Cache, error) {
 		if c.db != nil {
 			c.db.Close()
 		}
+		if c.packs != nil {
+			c.packs.close()
+		}
 		space.close()
 		lf.Close()
 		if errors.Is(err, syscall.ENOSPC) {
@@ -315,7 +318,9 @@ func (c *Cache) Close() error {
 	// Closing the index flushes its memtable into a new table, which with
 	// no room left would fault (see indexFiles). Everything it was given is
 	// in its log already, which it replays at the next start: with no room,
-	// leave it unclosed rather than crash.
+	// leave it unclosed rather than crash. Its goroutines and maps stay
+	// until the process exits, and its directory lock with them: this
+	// process can't open the cache again (the daemon exits after Close).
 	var err error
 	if c.commits.index.prepare() {
 		err = c.db.Close()

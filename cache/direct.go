@@ -43,7 +43,11 @@ func directLen(p []byte, off int64) int {
 func openDirect(path string, flags int, perm os.FileMode) (f *os.File, direct bool, err error) {
 	f, err = os.OpenFile(path, flags|unix.O_DIRECT, perm)
 	if errors.Is(err, unix.EINVAL) {
-		f, err = os.OpenFile(path, flags, perm)
+		// Linux refuses O_DIRECT only once it has created the file, so an
+		// exclusive create would now fail with EEXIST. The call above
+		// proved the name was free (it would have failed with EEXIST
+		// first): opening what it created is still ours alone.
+		f, err = os.OpenFile(path, flags&^os.O_EXCL, perm)
 		return f, false, err
 	}
 	return f, err == nil, err
