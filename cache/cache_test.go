@@ -426,22 +426,28 @@ func TestSourceCloseCancelsItsFlights(t *testing.T) {
 }
 
 // TestWarmReportsFetched: Warm's fetched callback runs once, when the
-// bytes are in (a warm frees its fetch slot then; when exactly, relative to
-// the write, is up to the scheduler), and Warm returns only once the chunk
-// is stored.
+// bytes are in and counted against the capacity (a warm frees its fetch
+// slot and its reservation then; when exactly, relative to the write, is up
+// to the scheduler), and Warm returns only once the chunk is stored.
 func TestWarmReportsFetched(t *testing.T) {
 	mem := memory.New()
 	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(31, 32)), 100<<10))
-	c := openCache(t, t.TempDir(), Options{})
+	c := openCache(t, t.TempDir(), Options{Capacity: 1 << 30})
 	defer c.Close()
 	s := c.Source(mem)
 	calls := 0
-	outcome, err := s.Warm(context.Background(), obj, 0, func() { calls++ })
+	var usedAtFetched int64
+	outcome, err := s.Warm(context.Background(), obj, 0, func() { calls++; usedAtFetched = c.Used() })
 	if err != nil || outcome != WarmFetched {
 		t.Fatalf("Warm = %v, %v", outcome, err)
 	}
 	if calls != 1 {
 		t.Fatalf("fetched called %d times, want 1", calls)
+	}
+	if usedAtFetched < obj.Size {
+		// A warm giving its reservation back then would let another
+		// chunk take the room.
+		t.Errorf("fetched called with %d bytes used: before the chunk was counted against the capacity", usedAtFetched)
 	}
 	if !s.ChunkCached(obj, 0) {
 		t.Error("Warm returned before the chunk was stored")

@@ -28,11 +28,18 @@ type flight struct {
 	// to its waiters before it is written to the cache. The flight stays
 	// joinable until it has stored the chunk (done), so a reader arriving
 	// in between shares it rather than fetching again.
-	ready   chan struct{}
-	done    chan struct{}
-	publish sync.Once
-	res     chunkResult
-	err     error
+	ready chan struct{}
+	// counted is closed once the cache has decided whether to keep the
+	// chunk and, if so, counted it against its capacity (or the flight
+	// failed): a warm's reservation for the chunk may go then, neither
+	// earlier (a gap where nobody counts it let a warm over-admit) nor
+	// once written (it would count twice meanwhile).
+	counted   chan struct{}
+	countOnce sync.Once
+	done      chan struct{}
+	publish   sync.Once
+	res       chunkResult
+	err       error
 	// foreground is set when any caller of the flight is a foreground one:
 	// a prefetch that a read has caught up with waits at the read's
 	// priority.
@@ -65,6 +72,9 @@ func (f *flight) set(res chunkResult, err error) {
 		close(f.ready)
 	})
 }
+
+// markCounted closes counted; later calls do nothing.
+func (f *flight) markCounted() { f.countOnce.Do(func() { close(f.counted) }) }
 
 var errFlightUnset = errors.New("cache: flight ended without a result")
 
@@ -102,7 +112,7 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads bool, fn func(*flig
 	if g.m == nil {
 		g.m = make(map[chunkID]*flight)
 	}
-	f = &flight{ready: make(chan struct{}), done: make(chan struct{})}
+	f = &flight{ready: make(chan struct{}), counted: make(chan struct{}), done: make(chan struct{})}
 	f.foreground.Store(prio == Foreground)
 	if reads {
 		f.readers = true

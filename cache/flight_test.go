@@ -41,7 +41,7 @@ func granted(ch chan struct{}) bool {
 }
 
 func newFlight(p Priority) *flight {
-	f := &flight{ready: make(chan struct{}), done: make(chan struct{})}
+	f := &flight{ready: make(chan struct{}), counted: make(chan struct{}), done: make(chan struct{})}
 	f.foreground.Store(p == Foreground)
 	return f
 }

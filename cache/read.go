@@ -183,7 +183,8 @@ func (s *Source) chunkRead(ctx context.Context, meta objectMeta, obj backend.Obj
 }
 
 // chunkStored is chunk with stored set, calling fetched (if not nil) once,
-// when the bytes have arrived, before they are stored.
+// when the bytes have arrived and the cache has counted them against its
+// capacity (or declined them), before they are written.
 func (s *Source) chunkStored(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, fetched func()) (chunkResult, error) {
 	w := waitFor{stored: true}
 	if fetched != nil {
@@ -257,11 +258,12 @@ func (s *Source) chunkOnce(ctx context.Context, meta objectMeta, obj backend.Obj
 	defer c.stats.waiting.Add(-1)
 	if w.fetched != nil {
 		select {
-		case <-f.ready:
-			w.fetched()
+		case <-f.counted:
+		case <-f.done: // failed, or ended without storing
 		case <-ctx.Done():
 			return chunkResult{}, f, ctx.Err()
 		}
+		w.fetched()
 	}
 	wait := f.ready
 	if stored {
@@ -407,7 +409,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.
 	f.set(res, nil)
-	c.store(o, idx, buf, crc32.Checksum(buf, castagnoli))
+	c.store(o, idx, buf, crc32.Checksum(buf, castagnoli), f.markCounted)
 	return res, nil
 }
 
@@ -459,16 +461,21 @@ func (c *Cache) readVerified(o *object, idx int, n, off int64) ([]byte, bool) {
 
 // store offers a fetched chunk to the cache: if the policy admits it, the
 // bytes are written to o's file, marked present, and queued for the index.
-// Otherwise the chunk was only streamed through.
-func (c *Cache) store(o *object, idx int, data []byte, crc uint32) {
+// Otherwise the chunk was only streamed through. counted is called once
+// the chunk is counted against the capacity or known not to be kept,
+// before it is written.
+func (c *Cache) store(o *object, idx int, data []byte, crc uint32, counted func()) {
 	n := int64(len(data))
 	o.mu.RLock()
 	skip := o.dead || o.chunkAt(idx).state != chunkAbsent
 	o.mu.RUnlock()
 	if skip {
+		counted()
 		return
 	}
-	if !c.reserve(o.id, n) {
+	admitted := c.reserve(o.id, n)
+	counted()
+	if !admitted {
 		c.stats.streamed.Add(1)
 		return
 	}

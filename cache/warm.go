@@ -56,8 +56,10 @@ func (s *Source) CachedBytes(obj backend.Object) (int64, error) {
 // flight as reads (so a warm and a read of one chunk make one GET). It
 // fails with ErrFull, without fetching, when the chunk doesn't fit in the
 // remaining capacity. It returns once the chunk is stored; fetched, if not
-// nil, is called as soon as its bytes have arrived (before they are
-// written), so a caller bounding its fetches in flight can start the next.
+// nil, is called as soon as its bytes have arrived and are counted against
+// the capacity (before they are written), so a caller bounding its fetches
+// in flight can start the next, and one holding room for the chunk can
+// give it back.
 func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, fetched func()) (WarmOutcome, error) {
 	c := s.c
 	meta := metaOf(s.id, obj, c.chunkSize)

@@ -155,8 +155,8 @@ type warmRun struct {
 	filesDone, bytesDone, fetched, already, notCached, bytesFetched, errs atomic.Int64
 	full                                                                  atomic.Bool
 	// reserved is the bytes of warm fetches in flight: counted against the
-	// capacity from when a fetch is issued until its bytes arrive (the
-	// cache counts them from then on), so a later path's chunk can't take
+	// capacity from when a fetch is issued until the cache counts its
+	// bytes (as they arrive, before writing them), so a later path's chunk can't take
 	// the room an earlier path's chunk, still in flight, will need.
 	reserved atomic.Int64
 }
@@ -273,9 +273,10 @@ func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Ev
 			fetches.Add(1)
 			go func(obj backend.Object, idx int) {
 				defer fetches.Done()
-				// Once its bytes are in, the cache counts the chunk against
-				// its capacity as it stores it: the reservation goes then,
-				// not when the write is done, or it would count twice.
+				// fetched runs once the cache counts the chunk against its
+				// capacity (before writing it): the reservation goes then,
+				// neither earlier (nobody would count the chunk for a
+				// moment) nor once written (it would count twice).
 				var fetchDone sync.Once
 				fetched := func() { fetchDone.Do(func() { w.reserved.Add(-size); <-sem }) }
 				defer func() { fetched(); <-outstanding }()
