@@ -258,7 +258,18 @@ func TestListingRoundTrip(t *testing.T) {
 	for i := range 45000 { // more than two pages
 		objs = append(objs, backend.Object{Key: fmt.Sprintf("d/ü %d", i), Size: int64(i), Version: fmt.Sprint(i * 7), ModTime: time.Unix(int64(i), 5)})
 	}
-	for _, want := range [][]backend.Object{objs, objs[:3], nil} {
+	// Long keys that don't compress: 20,000 of them encode to 20 MB, over
+	// what one index value may hold.
+	r := rand.New(rand.NewPCG(61, 62))
+	var long []backend.Object
+	for i := range 20000 {
+		key := make([]byte, 1000)
+		for j := range key {
+			key[j] = 'a' + byte(r.IntN(26))
+		}
+		long = append(long, backend.Object{Key: fmt.Sprintf("%05d/%s", i, key), Size: 1, Version: "v", ModTime: time.Unix(int64(i), 0)})
+	}
+	for _, want := range [][]backend.Object{objs, long, objs[:3], nil} {
 		if err := c.SaveListing("src", want); err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,29 @@ import (
 //	l<source>\0m              → gen (be64), page count (be32), saved at (unix ns, be64)
 //	l<source>\0p<gen><page>   → zstd(entries)
 
-const listingPageEntries = 20000
+const (
+	listingPageEntries = 20000
+	// listingPageBytes bounds a page's encoded entries (about as many
+	// compressed, for keys that don't compress): a page is one index
+	// value, and the index refuses a value larger than its 4 MiB value
+	// log files.
+	listingPageBytes = 1 << 20
+)
+
+// listingPageEnd is where the page of objs starting at start ends: at
+// listingPageEntries entries or listingPageBytes of encoded keys and
+// versions, whichever comes first, and never before one entry.
+func listingPageEnd(objs []backend.Object, start int) int {
+	end, n := start, 0
+	for end < len(objs) && end-start < listingPageEntries {
+		n += len(objs[end].Key) + len(objs[end].Version) + 24
+		if n > listingPageBytes && end > start {
+			break
+		}
+		end++
+	}
+	return end
+}
 
 func listingPrefix(source string) []byte {
 	return append(append([]byte{prefixListing}, source...), 0)
@@ -78,9 +100,13 @@ func (c *Cache) SaveListing(source string, objs []backend.Object) error {
 	}
 	defer enc.Close()
 	pages := 0
-	for start := 0; start < len(objs) || pages == 0; start += listingPageEntries {
-		page := objs[start:min(start+listingPageEntries, len(objs))]
+	for start, end := 0, 0; start < len(objs) || pages == 0; start = end {
+		end = listingPageEnd(objs, start)
+		page := objs[start:end]
 		data := enc.EncodeAll(encodeEntries(page), nil)
+		if !c.indexRoom() {
+			return fmt.Errorf("save listing: %w", ErrNoSpace)
+		}
 		if err := c.db.Update(func(txn *badger.Txn) error {
 			return txn.Set(listingPageKey(source, gen, pages), data)
 		}); err != nil {
@@ -94,6 +120,9 @@ func (c *Cache) SaveListing(source string, objs []backend.Object) error {
 	meta := binary.BigEndian.AppendUint64(nil, gen)
 	meta = binary.BigEndian.AppendUint32(meta, uint32(pages))
 	meta = binary.BigEndian.AppendUint64(meta, uint64(time.Now().UnixNano()))
+	if !c.indexRoom() {
+		return fmt.Errorf("save listing: %w", ErrNoSpace)
+	}
 	err = c.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(listingMetaKey(source), meta); err != nil {
 			return err

@@ -43,20 +43,24 @@ type spaceGuard struct {
 	wg   sync.WaitGroup
 }
 
-// flushRoom is the free space a memtable flush of the index may take (a
-// table of up to the memtable's size, twice for safety): a write to the
-// index, or closing it, may start one.
-const flushRoom = 2 * memTableSize
+// flushRoom is the free space one write to the index may take, or closing
+// it: a write that fills the memtable rotates it, creating a new log of
+// twice the memtable's size (badger sizes its .mem files so, sparse, and
+// writes into it in the same call, before any prepare could allocate it),
+// and flushes the old one to a table of up to the memtable's size; a value
+// log rotation adds 4 MiB. 4 memtables cover them all.
+const flushRoom = 4 * memTableSize
 
 // KeepFree is the free space, in bytes, below which the cache stops taking
-// new data (half its reserve). A capacity chosen from the free space must
-// leave it.
-const KeepFree = reserveSize / 2
+// new data: what an index write may need. A capacity chosen from the free
+// space must leave it.
+const KeepFree = flushRoom
 
 const (
-	// reserveSize is what the index needs to flush its memtable (8 MiB
-	// tables) and compact a while longer.
-	reserveSize = 32 << 20
+	// reserveSize is what the index needs for a write and a while of
+	// compaction after the cache stops taking data: twice the room a
+	// write needs.
+	reserveSize = 2 * flushRoom
 	// spaceCheckEvery paces the free-space check.
 	spaceCheckEvery = 500 * time.Millisecond
 )
@@ -202,7 +206,9 @@ func freeBytes(dir string) (int64, error) {
 type indexFiles struct {
 	dir   string
 	space *spaceGuard
-	done  map[string]int64 // file name → size allocated
+
+	mu   sync.Mutex       // serialises prepare: the committer, Close, listings and GC call it
+	done map[string]int64 // file name → size allocated; mu
 }
 
 // prepare gets the index ready for a write: room for the memtable flush a
@@ -210,6 +216,8 @@ type indexFiles struct {
 // holes allocated. False if there is no room even after the reserve went:
 // the caller must not write to the index then.
 func (x *indexFiles) prepare() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if free, err := freeBytes(x.dir); err == nil && free < flushRoom {
 		x.space.noSpace(fmt.Errorf("%d MiB free, and an index flush may need %d", free>>20, flushRoom>>20))
 		if free, err = freeBytes(x.dir); err == nil && free < flushRoom {

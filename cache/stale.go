@@ -49,8 +49,16 @@ func (c *Cache) runValueLogGC() {
 			return
 		case <-tick.C:
 			// Each successful run rewrote one file; go again while it pays.
-			for c.ctx.Err() == nil && c.db.RunValueLogGC(0.5) == nil {
+			// A rewrite is an index write: not without room for one.
+			for c.ctx.Err() == nil && !c.space.isFull() && c.indexRoom() && c.db.RunValueLogGC(0.5) == nil {
 			}
 		}
 	}
+}
+
+// indexRoom reports whether the index may be written to now: the room a
+// write may take is there and its log files are allocated (see
+// indexFiles). Writers outside the committer ask it first.
+func (c *Cache) indexRoom() bool {
+	return c.commits == nil || c.commits.index == nil || c.commits.index.prepare()
 }
