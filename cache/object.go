@@ -200,11 +200,20 @@ func (c *Cache) write(o *object, idx int, data []byte) (*slot, error) {
 	return &sl, nil
 }
 
-// freeSlot gives o's slot back, if it has one; o.mu is held exclusively
-// (nobody reads the slot).
+// freeSlot gives the space of o's packed bytes back: its slot, or the file
+// of its own that an object cached before packs existed (a version 1
+// record) has. Nothing for an object of several chunks. o.mu is held
+// exclusively (nobody reads them).
 func (c *Cache) freeSlot(o *object) {
+	if !o.meta.packed() {
+		return // its chunks share its file
+	}
 	if sl := o.loc.Swap(nil); sl != nil {
 		c.packs.free(*sl, o.meta.Size)
+		return
+	}
+	if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		c.log.Warn("cache: remove evicted file", "path", o.path, "err", err)
 	}
 }
 
@@ -254,7 +263,7 @@ func (c *Cache) evict(id ObjectID) {
 	freed := o.cached
 	o.cached = 0
 	o.chunks = nil
-	if o.loc.Load() != nil {
+	if o.meta.packed() {
 		c.freeSlot(o)
 	} else if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		c.log.Warn("cache: remove evicted file", "path", o.path, "err", err)

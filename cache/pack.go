@@ -255,10 +255,7 @@ func (s *packStore) free(sl slot, n int64) {
 		err := withFd(f, func(fd int) error {
 			return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, sl.off, alignUp(n))
 		})
-		if errors.Is(err, unix.EOPNOTSUPP) {
-			s.mu.Lock()
-			s.noPunch = true
-			s.mu.Unlock()
+		if errors.Is(err, unix.EOPNOTSUPP) && s.refusePunch() {
 			s.log.Warn("cache: this filesystem can't punch holes; evicted small objects keep their disk space until their whole pack is evicted", "dir", s.dir)
 		}
 	}
@@ -267,6 +264,16 @@ func (s *packStore) free(sl slot, n int64) {
 		s.deleteIfEmpty(p)
 		s.mu.Unlock()
 	}
+}
+
+// refusePunch records that the filesystem can't punch holes; true the
+// first time, so that is said once.
+func (s *packStore) refusePunch() (first bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first = !s.noPunch
+	s.noPunch = true
+	return first
 }
 
 func (s *packStore) punchRefused() bool {
@@ -343,6 +350,14 @@ func (s *packStore) close() {
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p := s.cur; p != nil && !p.deleted && p.wf != nil && s.allocated > s.next {
+		// The next process starts a pack of its own: the room preallocated
+		// past the last slot (up to packGrow) would stay taken, uncounted,
+		// until every slot of this pack was evicted.
+		if err := p.wf.Truncate(s.next); err != nil {
+			s.log.Warn("cache: trimming the last pack file", "pack", p.path, "err", err)
+		}
+	}
 	for _, p := range s.packs {
 		p.closeFiles()
 	}

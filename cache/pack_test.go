@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/memory"
 )
@@ -70,8 +72,22 @@ func TestPackedObjectsSurviveReopen(t *testing.T) {
 	if n := dataFiles(t, dir); n != 0 {
 		t.Fatalf("%d per-object files for objects of one chunk; want none (packed)", n)
 	}
-	if len(packFiles(t, dir)) == 0 {
-		t.Fatal("no pack file written")
+	packs := packFiles(t, dir)
+	if len(packs) != 1 {
+		t.Fatalf("%d pack files, want 1", len(packs))
+	}
+	// Close trims the room preallocated past the last slot: the next
+	// process fills a pack of its own.
+	var slots int64
+	for _, o := range objs {
+		slots += alignUp(o.Size)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(packs[0], &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != slots || st.Blocks*512 > slots {
+		t.Fatalf("pack after close: %d bytes, %d allocated; want %d of slots", st.Size, st.Blocks*512, slots)
 	}
 
 	c = openCache(t, dir, Options{ChunkSize: 64 << 10})
@@ -236,5 +252,79 @@ func TestOpenRemovesUnusedPacks(t *testing.T) {
 	before := mem.Reads.Load()
 	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) || mem.Reads.Load() != before {
 		t.Fatal("the pack in use was not kept")
+	}
+}
+
+// TestObjectCachedBeforePacksLosesItsFile: a one-chunk object recorded by a
+// version 1 record keeps its bytes in a file of its own. Dropping its
+// chunk (a failed checksum) removes that file: once the chunk is refetched
+// into a slot, nothing else would, and its space would be lost to the
+// capacity's count.
+func TestObjectCachedBeforePacksLosesItsFile(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	obj := mem.Put("old", randBytes(rand.New(rand.NewPCG(51, 52)), 50<<10))
+	c := openCache(t, dir, Options{})
+	s := c.Source(mem)
+	readAll(t, s, obj)
+	o, err := c.existing(metaOf(s.id, obj, c.chunkSize))
+	if err != nil || o == nil || o.loc.Load() == nil {
+		t.Fatalf("object not packed after a read: %v", err)
+	}
+	id, path := o.id, o.path
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rewrite the object as version 1 left it: its bytes in its own file,
+	// a record without a location.
+	if err := os.WriteFile(path, mem.Data(obj.Key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "index")).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(objectKey(id))
+		if err != nil {
+			return err
+		}
+		var rec objectRecord
+		if err := item.Value(rec.unmarshal); err != nil {
+			return err
+		}
+		rec.Pack, rec.PackOff = 0, 0
+		b := rec.marshal()
+		b[0] = 1
+		return txn.Set(objectKey(id), b[:len(b)-2])
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c = openCache(t, dir, Options{})
+	defer c.Close()
+	s = c.Source(mem)
+	if got := readAll(t, s, obj); !bytes.Equal(got, mem.Data(obj.Key)) {
+		t.Fatal("wrong bytes from the version 1 file")
+	}
+	o, _ = c.existing(metaOf(s.id, obj, c.chunkSize))
+	if o.loc.Load() != nil {
+		t.Fatal("a version 1 object has a slot")
+	}
+	c.dropChunk(o, 0)
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dropped chunk's own file: stat = %v, want gone", err)
+	}
+	readAll(t, s, obj) // refetched, into a slot
+	if o.loc.Load() == nil {
+		t.Fatal("refetched chunk has no slot")
+	}
+	if got := readAll(t, s, obj); !bytes.Equal(got, mem.Data(obj.Key)) {
+		t.Fatal("wrong bytes from the slot")
 	}
 }
