@@ -79,7 +79,7 @@ func (g *rawGetter) get(ctx context.Context, key, etag string, off, n int64) (*h
 	u.RawPath = escaped
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, requestError{err}
 	}
 	// u.String() re-escapes; keep the exact path that is signed and sent.
 	req.URL.Path, req.URL.RawPath = u.Path, escaped
@@ -97,7 +97,7 @@ func (g *rawGetter) get(ctx context.Context, key, etag string, off, n int64) (*h
 		err = g.signer.SignHTTP(ctx, creds, req, emptyPayloadHash, "s3", g.region, time.Now(),
 			func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
 		if err != nil {
-			return nil, err
+			return nil, requestError{err}
 		}
 	}
 	resp, err := g.hc.Do(req)
@@ -135,16 +135,25 @@ func responseError(resp *http.Response) error {
 	}
 }
 
+// requestError is a GET that could not be made (its URL or signature):
+// making it again would fail the same way.
+type requestError struct{ err error }
+
+func (e requestError) Error() string { return "build request: " + e.err.Error() }
+func (e requestError) Unwrap() error { return e.err }
+
 // retryable reports whether a failed GET may succeed if made again: no
 // answer at all (a refused, reset or timed-out connection), the store
 // failing or asking to slow down.
 func retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.As(err, new(credsError)) || errors.As(err, new(errClosed)) {
+	if ctx.Err() != nil || errors.As(err, new(credsError)) || errors.As(err, new(errClosed)) || errors.As(err, new(requestError)) {
 		return false
 	}
 	switch status := httpStatus(err); {
 	case status == 0:
 		return true
+	case status == 501, status == 505: // not implemented, version unsupported: never will be
+		return false
 	case status == 429, status >= 500:
 		return true
 	default:

@@ -107,7 +107,10 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 		if attempt == bodyAttempts || b.conns.isClosed() {
 			return 0, classify(ctx, "read", obj.Key, fmt.Errorf("%d attempts: %w", attempt, err))
 		}
-		b.log.Warn("s3: GET failed, retrying range", "key", obj.Key, "off", off, "len", len(p), "attempt", attempt, "err", err)
+		// Debug: with many GETs in flight, a store that slows down would
+		// log a line per GET and attempt; failures that remain surface
+		// as the read's error.
+		b.log.Debug("s3: GET failed, retrying range", "key", obj.Key, "off", off, "len", len(p), "attempt", attempt, "err", err)
 		wait := delay
 		if errors.Is(classify(ctx, "read", obj.Key, err), backend.ErrThrottled) || httpStatus(err) == 503 {
 			// The store asks for less: back off harder (0.4 to 3.2 s).
