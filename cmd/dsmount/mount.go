@@ -88,7 +88,7 @@ const policyOrder = "order"
 func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount daemon per directory)")
-	fl.StringVar(&f.cacheSize, "cache-size", "", "most bytes of data to keep, e.g. 200G (default: 80% of the cache filesystem's free space at start, less 16 MiB)")
+	fl.StringVar(&f.cacheSize, "cache-size", "", "most bytes of data to keep, e.g. 200G (default: 80% of the cache filesystem's free space at start, less 32 MiB)")
 	fl.StringVar(&f.chunkSize, "chunk-size", "4M", "unit of fetching and caching; a smaller object is one chunk")
 	fl.StringVar(&f.policy, "cache-policy", policyOrder, "what to keep when the cache is full: order (what declared orders need soonest; fill-and-hold while none is declared), fill-and-hold (keep what is cached, stream the rest) or lru")
 	fl.DurationVar(&f.jobTimeout, "job-timeout", readahead.DefaultJobTimeout, "forget a job with a declared order after this long without reads")
