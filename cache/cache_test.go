@@ -159,10 +159,18 @@ func TestCorruptChunkIsRefetched(t *testing.T) {
 	f.WriteAt([]byte{^mem.Data("x")[100<<10]}, 100<<10)
 	f.Close()
 
-	c = openCache(t, dir, Options{ChunkSize: 64 << 10})
+	refetchesOnce(t, dir, Options{ChunkSize: 64 << 10}, mem, obj)
+}
+
+// refetchesOnce opens the cache in dir, whose copy of obj has a flipped
+// byte, and checks that a read gets the right bytes: the chunk fails its
+// checksum once and is fetched again once.
+func refetchesOnce(t *testing.T, dir string, opts Options, mem *memory.Backend, obj backend.Object) {
+	t.Helper()
+	c := openCache(t, dir, opts)
 	defer c.Close()
 	before := mem.Reads.Load()
-	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) {
+	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data(obj.Key)) {
 		t.Fatal("served corrupt bytes")
 	}
 	if c.Stats().VerifyFailures != 1 || mem.Reads.Load()-before != 1 {

@@ -130,15 +130,7 @@ func TestCorruptPackedChunkIsRefetched(t *testing.T) {
 	f.WriteAt([]byte{^mem.Data("x")[100]}, 100)
 	f.Close()
 
-	c = openCache(t, dir, Options{})
-	defer c.Close()
-	before := mem.Reads.Load()
-	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) {
-		t.Fatal("served corrupt bytes")
-	}
-	if c.Stats().VerifyFailures != 1 || mem.Reads.Load()-before != 1 {
-		t.Fatalf("verify failures %d, refetches %d; want 1 and 1", c.Stats().VerifyFailures, mem.Reads.Load()-before)
-	}
+	refetchesOnce(t, dir, Options{}, mem, obj)
 }
 
 // TestMissingPackIsRefetched: records naming a pack that is gone (deleted

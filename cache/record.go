@@ -141,16 +141,13 @@ type decoder struct {
 	err error
 }
 
+// varint reads what binary.AppendVarint wrote: a zigzag-encoded uvarint.
 func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
+	u := d.uvarint()
+	v := int64(u >> 1)
+	if u&1 != 0 {
+		v = ^v
 	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errCorruptRecord
-		return 0
-	}
-	d.b = d.b[n:]
 	return v
 }
 

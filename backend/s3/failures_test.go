@@ -63,21 +63,11 @@ func TestMinIOTLSRegion(t *testing.T) {
 }
 
 func testCancel(t *testing.T, m *minio, bucket string) {
-	m.put(t, bucket, "f", bytes.Repeat([]byte("x"), 1<<20))
-	proxy := newFaultProxy(t, m.endpoint)
-	b, err := New(context.Background(), "s3://"+bucket, Options{Endpoint: proxy.url, PathStyle: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	obj, err := b.Stat(context.Background(), "f")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, proxy, obj := behindFaultProxy(t, m, bucket, bytes.Repeat([]byte("x"), 1<<20))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = b.ReadAt(ctx, obj, make([]byte, 100), 0)
+	_, err := b.ReadAt(ctx, obj, make([]byte, 100), 0)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("ReadAt with a cancelled context: %v", err)
 	}
@@ -103,18 +93,8 @@ func testBodyRetry(t *testing.T, m *minio, bucket string) {
 	for i := range data {
 		data[i] = byte(i % 251)
 	}
-	m.put(t, bucket, "f", data)
-	proxy := newFaultProxy(t, m.endpoint)
-	b, err := New(context.Background(), "s3://"+bucket, Options{Endpoint: proxy.url, PathStyle: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b, proxy, obj := behindFaultProxy(t, m, bucket, data)
 	ctx := context.Background()
-	obj, err := b.Stat(ctx, "f")
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	proxy.cuts.Store(2)
 	p := make([]byte, 100000)
@@ -174,4 +154,23 @@ func testAnonymous(t *testing.T, m *minio, bucket string) {
 	m.mkbucket(t, bucket+"-private")
 	_, err = New(context.Background(), "s3://"+bucket+"-private", Options{Endpoint: m.endpoint, PathStyle: true, Anonymous: true})
 	mustKind(t, err, backend.ErrPermission)
+}
+
+// behindFaultProxy stores data as "f" and returns a backend that reaches
+// MinIO through a fault proxy (closed when the test ends), the proxy, and
+// the object.
+func behindFaultProxy(t *testing.T, m *minio, bucket string, data []byte) (*Backend, *faultProxy, backend.Object) {
+	t.Helper()
+	m.put(t, bucket, "f", data)
+	proxy := newFaultProxy(t, m.endpoint)
+	b, err := New(context.Background(), "s3://"+bucket, Options{Endpoint: proxy.url, PathStyle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	obj, err := b.Stat(context.Background(), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, proxy, obj
 }

@@ -44,21 +44,11 @@ func testOddKeys(t *testing.T, m *minio, bucket string) {
 // again, with back-off, until it answers; a refusal (403) is not retried.
 func testRequestRetry(t *testing.T, m *minio, bucket string) {
 	data := bytes.Repeat([]byte("retry"), 2000)
-	m.put(t, bucket, "f", data)
-	proxy := newFaultProxy(t, m.endpoint)
-	b, err := New(context.Background(), "s3://"+bucket, Options{Endpoint: proxy.url, PathStyle: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b, proxy, obj := behindFaultProxy(t, m, bucket, data)
 	if b.raw == nil {
 		t.Fatal("ReadAt goes through the SDK; want its GETs made directly")
 	}
 	ctx := context.Background()
-	obj, err := b.Stat(ctx, "f")
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	proxy.failStatus, proxy.failCode = 503, "SlowDown"
 	proxy.fails.Store(2)
@@ -73,7 +63,7 @@ func testRequestRetry(t *testing.T, m *minio, bucket string) {
 	proxy.failStatus, proxy.failCode = 403, "AccessDenied"
 	proxy.fails.Store(1)
 	proxy.failed.Store(0)
-	_, err = b.ReadAt(ctx, obj, p, 0)
+	_, err := b.ReadAt(ctx, obj, p, 0)
 	mustKind(t, err, backend.ErrPermission)
 	if f := proxy.failed.Load(); f != 1 {
 		t.Fatalf("a 403 was asked %d times; want once", f)
