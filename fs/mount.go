@@ -54,7 +54,11 @@ type MountStats struct {
 	Reads      int64  `json:"reads"`
 	BytesRead  int64  `json:"bytes_read"`
 	ReadErrors int64  `json:"read_errors"`
-	FastPath   string `json:"fast_path"`
+	// Lookups counts the kernel's LOOKUPs: names it had to ask for one at
+	// a time (a file's first open, unless a listing of its directory
+	// introduced it).
+	Lookups  int64  `json:"lookups"`
+	FastPath string `json:"fast_path"`
 	cache.SourceStats
 	Jobs []readahead.JobStats `json:"jobs"`
 }
@@ -77,7 +81,7 @@ type Mount struct {
 	fastPath atomic.Value
 	sessions atomic.Uint64 // control sessions created, for their inode numbers
 
-	reads, bytesRead, readErrors atomic.Int64
+	reads, bytesRead, readErrors, lookups atomic.Int64
 }
 
 // New builds the mount's tree from cfg without mounting it, so callers can
@@ -212,7 +216,7 @@ func (m *Mount) readFailed(key string, off int64, err error) {
 func (m *Mount) Stats() MountStats {
 	return MountStats{
 		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.files,
-		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(),
+		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(), Lookups: m.lookups.Load(),
 		FastPath:    string(m.FastPathMode()),
 		SourceStats: m.src.Stats(),
 		Jobs:        m.Jobs(),

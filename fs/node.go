@@ -87,7 +87,17 @@ func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut
 	return 0
 }
 
+// Lookup answers the kernel's LOOKUP of one name: a path's first use in
+// the mount, unless a listing of its directory (READDIRPLUS, see
+// dirHandle.Lookup) introduced it already. Counted: each is a round trip
+// on a reader's open.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	n.m.lookups.Add(1)
+	return n.child(ctx, name, out)
+}
+
+// child looks up name in the directory n for the kernel.
+func (n *node) child(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if !n.e.isDir() {
 		return nil, syscall.ENOTDIR
 	}
@@ -151,7 +161,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 	if !n.e.isDir() {
 		return nil, 0, syscall.ENOTDIR
 	}
-	return &dirHandle{entries: n.e.dir.listing()}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	return &dirHandle{n: n, entries: n.e.dir.listing()}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Write refuses writes that reach a handle-less node (no-open mounts get no

@@ -91,6 +91,7 @@ var mountMetrics = []struct {
 	{"dsmount_mount_reads_total", "Reads served by the mount.", func(s dsfs.MountStats) int64 { return s.Reads }},
 	{"dsmount_mount_bytes_read_total", "Bytes read through the mount.", func(s dsfs.MountStats) int64 { return s.BytesRead }},
 	{"dsmount_mount_read_errors_total", "Reads that failed.", func(s dsfs.MountStats) int64 { return s.ReadErrors }},
+	{"dsmount_mount_lookups_total", "Names the kernel looked up one at a time (LOOKUP); a directory listing introduces its entries without one.", func(s dsfs.MountStats) int64 { return s.Lookups }},
 	{"dsmount_mount_hits_total", "Read pieces of the mount served from the cache.", func(s dsfs.MountStats) int64 { return s.Hits }},
 	{"dsmount_mount_misses_total", "Read pieces of the mount fetched from the backend.", func(s dsfs.MountStats) int64 { return s.Misses }},
 }

@@ -225,6 +225,7 @@ type MountStats struct {
 	Reads            int64      `json:"reads"`
 	BytesRead        int64      `json:"bytes_read"`
 	ReadErrors       int64      `json:"read_errors"`
+	Lookups          int64      `json:"lookups"`
 	FastPath         string     `json:"fast_path"`
 	Hits             int64      `json:"hits"`
 	Misses           int64      `json:"misses"`
