@@ -98,6 +98,7 @@ type config struct {
 	sampleEvery        time.Duration
 	profileDir         string
 	mountArgs          []string
+	daemonEnv          []string
 	demand             float64
 	cacheSize          string
 	isolate            bool
@@ -158,6 +159,13 @@ func main() {
 	flag.DurationVar(&c.sampleEvery, "sample-every", 100*time.Millisecond, "scrape each mount's fetches in flight this often (0: off)")
 	flag.Func("mount-arg", "one more argument for every dsmount mount (repeatable), e.g. --mount-arg=--log-level=debug", func(v string) error {
 		c.mountArgs = append(c.mountArgs, v)
+		return nil
+	})
+	flag.Func("daemon-env", "one more KEY=VALUE in every mount's daemon environment (repeatable), e.g. --daemon-env=GOMAXPROCS=2", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", v)
+		}
+		c.daemonEnv = append(c.daemonEnv, v)
 		return nil
 	})
 	flag.StringVar(&c.profileDir, "cpuprofile-dir", "", "have each mount's daemon write a CPU profile to DIR/<pass>.pprof")
@@ -299,17 +307,21 @@ func logf(format string, args ...any) {
 func since(t0 time.Time) time.Duration { return time.Since(t0).Round(time.Millisecond) }
 
 // reproduce is the command line that repeats this run, every flag spelled
-// out (so changed defaults don't change what it measures); mountArgs are
-// the --mount-arg values.
-func reproduce(mountArgs []string) string {
+// out (so changed defaults don't change what it measures); the lists
+// (--mount-arg, --daemon-env) come from c.
+func reproduce(c config) string {
 	var b strings.Builder
 	b.WriteString("go run ./test/benchorder")
 	flag.VisitAll(func(f *flag.Flag) {
 		switch f.Name {
 		case "mount-arg":
 			// A list: repeat the flag per value.
-			for _, v := range mountArgs {
+			for _, v := range c.mountArgs {
 				fmt.Fprintf(&b, " --mount-arg=%s", v)
+			}
+		case "daemon-env":
+			for _, v := range c.daemonEnv {
+				fmt.Fprintf(&b, " --daemon-env=%s", v)
 			}
 		case "cpuprofile-dir":
 			if f.Value.String() != "" {

@@ -122,7 +122,7 @@ func report(e *env, rounds []roundResult) {
 	if !c.skipLrg {
 		verdict("dd cold mount / one connection (MB/s)", ddRatio, ">=", 4, "%.2f")
 	}
-	fmt.Printf("\nreproduce: %s\n", reproduce(e.cfg.mountArgs))
+	fmt.Printf("\nreproduce: %s\n", reproduce(e.cfg))
 }
 
 func prefetchNote(c config) string {

@@ -143,6 +143,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	pc := percentiles(rs.lat, 50, 90, 99)
 	notes = append(notes, fmt.Sprintf("read mean %.2fms p50 %.2f p90 %.2f p99 %.2f", rs.readTime.Seconds()*1e3/float64(rs.files), pc[0], pc[1], pc[2]))
 	notes = append(notes, fmt.Sprintf("hits %d misses %d", st.Mount.Hits, st.Mount.Misses))
+	notes = append(notes, fmt.Sprintf("reads over %v by tenth of the order %v", slowRead, rs.slowAt))
 	for _, j := range st.Mount.Jobs {
 		notes = append(notes, fmt.Sprintf("job %s: read %d/%d prefetched %d prefetch_hits %d stalls %d window %d",
 			j.Name, j.Read, j.Declared, j.Prefetched, j.PrefetchHits, j.Stalls, j.Window))
@@ -158,10 +159,18 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	return res
 }
 
+// slowRead is a read that must have waited for a fetch: the store's
+// added latency alone is 15 ms or more.
+const slowRead = 10 * time.Millisecond
+
 type readStats struct {
 	files, bytes    int64
 	readTime, slept time.Duration   // summed over readers
 	lat             []time.Duration // every file's open-to-close time
+	// slowAt counts reads over slowRead by the tenth of the order they
+	// fall in: misses at the start of an epoch are the prefetcher getting
+	// going, misses later are it falling behind.
+	slowAt [10]int
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -197,6 +206,9 @@ func readEpoch(e *env, root string, order []string, readers int, work time.Durat
 				total.readTime += my.readTime
 				total.slept += my.slept
 				total.lat = append(total.lat, my.lat...)
+				for i, n := range my.slowAt {
+					total.slowAt[i] += n
+				}
 				mu.Unlock()
 			}()
 			for !stop.Load() {
@@ -211,6 +223,9 @@ func readEpoch(e *env, root string, order []string, readers int, work time.Durat
 				rt := time.Since(t0)
 				my.readTime += rt
 				my.lat = append(my.lat, rt)
+				if rt > slowRead {
+					my.slowAt[i*10/int64(len(order))]++
+				}
 				if err != nil {
 					fail(fmt.Errorf("read %s: %w", p, err))
 					return

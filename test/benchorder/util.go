@@ -107,7 +107,7 @@ func (e *env) startMount(dir, source, endpoint string) (*testenv.Mount, string) 
 		url = "http://" + addr + "/metrics"
 	}
 	args = append(args, e.cfg.mountArgs...)
-	var extraEnv []string
+	extraEnv := append([]string(nil), e.cfg.daemonEnv...)
 	if e.cfg.profileDir != "" {
 		extraEnv = append(extraEnv, "DSMOUNT_CPUPROFILE="+filepath.Join(e.cfg.profileDir, filepath.Base(dir)+".pprof"))
 	}

@@ -43,6 +43,10 @@ type result struct {
 	note    string
 	cpu     float64 // machine CPU busy during the pass, in cores (of runtime.NumCPU)
 	procCPU float64 // CPU seconds of the process doing the work (this program's raw GETs, or the daemon)
+	// storeCPU is the CPU seconds MinIO and toxiproxy spent during the
+	// pass: with every process on the same cores, what the store costs
+	// is CPU the client can't have.
+	storeCPU float64
 }
 
 func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
@@ -110,6 +114,7 @@ func main() {
 		t.Fatalf("build: %v", err)
 	}
 	gets := func() int64 { n, _ := mc.GetObjectCount(); return n }
+	storeCPU := func() float64 { return testenv.ProcCPU(mc.Pid()) + testenv.ProcCPU(tp.Pid()) }
 	user, pass := mc.Creds()
 	client := testenv.NewS3Client(endpoint, user, pass)
 
@@ -121,13 +126,14 @@ func main() {
 			suffix = fmt.Sprintf(" #%d", round)
 		}
 		g0 := gets()
-		c0, self0 := testenv.MachineCPU(), testenv.SelfCPU()
+		c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), storeCPU()
 		stopProfile := startProfile(t, *profDir, fmt.Sprintf("raw%d.pprof", round))
 		raw := rawGets(t, client, paths, sizes, *parallel)
 		stopProfile()
 		raw.gets = gets() - g0
 		raw.cpu = testenv.MachineCPU().BusySince(c0)
 		raw.procCPU = testenv.SelfCPU() - self0
+		raw.storeCPU = storeCPU() - s0
 		raw.name = "raw ranged GETs" + suffix
 		results = append(results, raw)
 
@@ -136,7 +142,7 @@ func main() {
 		if *profDir != "" {
 			profEnv = []string{"DSMOUNT_CPUPROFILE=" + filepath.Join(*profDir, fmt.Sprintf("warm%d.pprof", round))}
 		}
-		w := warm(t, bin, mc, endpoint, roundDir, *chunkSize, *parallel, gets, profEnv)
+		w := warm(t, bin, mc, endpoint, roundDir, *chunkSize, *parallel, gets, storeCPU, profEnv)
 		w.name = "dsmount warm" + suffix
 		// Every round starts from the same machine state: the last round's
 		// 1 GB cache leaves the page cache (a page cache growing round by
@@ -154,7 +160,7 @@ func main() {
 		ratios = append(ratios, w.filesPerSec()/raw.filesPerSec())
 	}
 
-	fmt.Printf("\n%-22s %8s %9s %9s %10s %9s %8s %8s %9s %9s  %s\n", "pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "what")
+	fmt.Printf("\n%-22s %8s %9s %9s %10s %9s %8s %8s %9s %9s %9s  %s\n", "pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "store cpu", "what")
 	var rawRef result
 	for _, r := range results {
 		ratio := ""
@@ -163,9 +169,9 @@ func main() {
 		} else {
 			ratio = fmt.Sprintf("%.2f", r.filesPerSec()/rawRef.filesPerSec())
 		}
-		fmt.Printf("%-22s %8d %9.1f %9.2f %10.0f %9.1f %8d %8s %9s %8.1fs  %s\n", r.name, r.files, float64(r.bytes)/1e6,
+		fmt.Printf("%-22s %8d %9.1f %9.2f %10.0f %9.1f %8d %8s %9s %8.1fs %8.1fs  %s\n", r.name, r.files, float64(r.bytes)/1e6,
 			r.elapsed.Seconds(), r.filesPerSec(), r.mbPerSec(), r.gets, ratio,
-			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), r.procCPU, r.note)
+			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), r.procCPU, r.storeCPU, r.note)
 	}
 	sort.Float64s(ratios)
 	med := ratios[len(ratios)/2]
@@ -180,7 +186,7 @@ func main() {
 	fmt.Printf("%d files of %d B; MinIO behind toxiproxy +%d ms ± %d; %d in flight; --chunk-size %s\n",
 		len(paths), *fileSize, *latency, *jitter, *parallel, *chunkSize)
 	fmt.Printf("cpus: %s\n", cpuNote)
-	fmt.Printf("cpu busy: cores busy on the whole machine during the pass (MinIO and toxiproxy included); proc cpu: CPU time of this program (raw) or of the dsmount daemon (warm)\n")
+	fmt.Printf("cpu busy: cores busy on the whole machine during the pass (MinIO and toxiproxy included); proc cpu: CPU time of this program (raw) or of the dsmount daemon (warm); store cpu: CPU time of MinIO and toxiproxy\n")
 }
 
 // rawGets fetches every object whole with a ranged GetObject (bytes=0-(size-1),
@@ -197,7 +203,7 @@ func rawGets(t *testenv.ProgramT, client *s3.Client, paths []string, sizes []int
 
 // warm mounts the bucket on a fresh cache dir through endpoint and times
 // `dsmount warm MOUNTPOINT --parallel par --json`.
-func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chunkSize string, par int, gets func() int64, env []string) result {
+func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chunkSize string, par int, gets func() int64, storeCPU func() float64, env []string) result {
 	mp, cacheDir := filepath.Join(dir, "mnt"), filepath.Join(dir, "cache")
 	os.MkdirAll(mp, 0o755)
 	os.MkdirAll(cacheDir, 0o755)
@@ -206,9 +212,9 @@ func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chu
 		Args: []string{"--cache-dir", cacheDir, "--cache-size", "20G", "--chunk-size", chunkSize, "--s3-endpoint", endpoint, "--s3-path-style"}})
 	mountTime := time.Since(t0)
 	g0 := gets()
-	c0, d0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid())
+	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), storeCPU()
 	r := testenv.RunCLI(bin, nil, 30*time.Minute, "warm", mp, "--parallel", fmt.Sprint(par), "--json")
-	cpu, dcpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0
+	cpu, dcpu, scpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, storeCPU()-s0
 	g1 := gets()
 	if r.ExitCode != 0 {
 		t.Fatalf("dsmount warm: exit %d\nstdout: %s\nstderr: %s", r.ExitCode, r.Stdout, r.Stderr)
@@ -228,7 +234,7 @@ func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chu
 		t.Fatalf("after warm, warm --check says %+v", c)
 	}
 	m.Stop()
-	return result{files: rep.Files, bytes: rep.Bytes, elapsed: r.Duration, gets: g1 - g0, cpu: cpu, procCPU: dcpu,
+	return result{files: rep.Files, bytes: rep.Bytes, elapsed: r.Duration, gets: g1 - g0, cpu: cpu, procCPU: dcpu, storeCPU: scpu,
 		note: fmt.Sprintf("fresh mount+cache, --parallel %d; wall time of the command (it reports %.2fs; mount start %.2fs not counted)",
 			par, rep.Seconds, mountTime.Seconds())}
 }
