@@ -11,9 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// alignedBuf returns n bytes starting at a directAlign boundary.
+// alignedBuf returns n bytes starting at a directAlign boundary. Room for
+// a whole block past every candidate start: with only n+directAlign, a
+// small n and an allocation that happened to start late in a block, the
+// probe ran off the end (a panic seen once in CI).
 func alignedBuf(n int) []byte {
-	b := make([]byte, n+directAlign)
+	b := make([]byte, max(n, directAlign)+directAlign)
 	for i := 0; i < directAlign; i++ {
 		if directLen(b[i:i+directAlign], 0) == directAlign {
 			return b[i : i+n]
