@@ -37,14 +37,6 @@
 // process, for job attribution) before it is served; files larger than a
 // chunk have a sequential detector that prefetches chunks ahead.
 //
-// After answering a declared order, the mount's primer (prime.go) lists the
-// declared files' directories through the mount itself, in the background,
-// one directory at a time: the kernel keeps the READDIRPLUS entries, which
-// dirHandle.Lookup fills in without counting them as LOOKUPs, so readers'
-// first opens skip a round trip. No request handler waits on the primer,
-// so the daemon reading its own mount can't deadlock; Unmount stops it
-// first (an open directory would keep the mount busy).
-//
 // # Errors
 //
 // Every errno this package returns comes from toErrno (errno.go), the one

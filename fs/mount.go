@@ -57,11 +57,8 @@ type MountStats struct {
 	// Lookups counts the kernel's LOOKUPs: names it had to ask for one at
 	// a time (a file's first open, unless a listing of its directory
 	// introduced it).
-	Lookups int64 `json:"lookups"`
-	// DirsListed counts the directories of declared files the daemon has
-	// listed through the mount so far (prime.go).
-	DirsListed int64  `json:"dirs_listed"`
-	FastPath   string `json:"fast_path"`
+	Lookups  int64  `json:"lookups"`
+	FastPath string `json:"fast_path"`
 	cache.SourceStats
 	Jobs []readahead.JobStats `json:"jobs"`
 }
@@ -83,8 +80,6 @@ type Mount struct {
 	// already be opening files.
 	fastPath atomic.Value
 	sessions atomic.Uint64 // control sessions created, for their inode numbers
-	// primer lists declared files' directories (prime.go); set by Serve.
-	primer *primer
 
 	reads, bytesRead, readErrors, lookups atomic.Int64
 }
@@ -170,7 +165,6 @@ func (m *Mount) Serve(dir string) error {
 	}
 	m.dir = dir
 	m.server = server
-	m.primer = newPrimer(dir, m.log)
 	if m.FastPathMode() == FastPathPassthrough {
 		if err := m.probePassthrough(m.cache.Dir()); err != nil {
 			m.log.Warn("passthrough is not available here (it needs Linux >= 6.9 and CAP_SYS_ADMIN); serving hot reads through the page cache", "mountpoint", dir, "err", err)
@@ -205,7 +199,6 @@ func (m *Mount) Unmount() error {
 	if m.server == nil {
 		return errors.New("not mounted")
 	}
-	m.primer.stop()
 	err := m.server.Unmount()
 	m.server.Wait()
 	return err
@@ -224,7 +217,6 @@ func (m *Mount) Stats() MountStats {
 	return MountStats{
 		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.files,
 		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(), Lookups: m.lookups.Load(),
-		DirsListed:  m.primer.listedCount(),
 		FastPath:    string(m.FastPathMode()),
 		SourceStats: m.src.Stats(),
 		Jobs:        m.Jobs(),

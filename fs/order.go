@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 
 	"github.com/dsmount/dsmount/readahead"
 )
@@ -20,10 +19,6 @@ type OrderResult struct {
 	// SkippedExamples names the first few skipped paths and why.
 	SkippedExamples []string `json:"skipped_examples"`
 	Ended           bool     `json:"ended,omitempty"` // an "end" request forgot the job
-	// ListingDirs is how many directories of the declared files the daemon
-	// started listing through the mount (those not listed lately), so that
-	// readers' first opens of the files need no LOOKUP (prime.go).
-	ListingDirs int `json:"listing_dirs"`
 }
 
 const maxSkippedExamples = 10
@@ -61,9 +56,8 @@ func (m *Mount) order(ctx context.Context, req Request, pid int, emit func(Event
 		return
 	}
 	res := &OrderResult{Job: req.Job, Epoch: req.Epoch, SkippedExamples: []string{}}
-	dirs := make(map[string]bool)
-	cur := m.orderItems(req.Paths, res, dirs)
-	next := m.orderItems(req.Next, res, dirs)
+	cur := m.orderItems(req.Paths, res)
+	next := m.orderItems(req.Next, res)
 	if len(cur) == 0 {
 		fail(fmt.Errorf("order: none of the %d paths is a file of this mount (first: %s)", len(req.Paths), res.SkippedExamples[0]))
 		return
@@ -79,18 +73,12 @@ func (m *Mount) order(ctx context.Context, req Request, pid int, emit func(Event
 		return
 	}
 	res.Declared, res.NextDeclared, res.Duplicates = got.Current, got.Next, got.Duplicates
-	list := make([]string, 0, len(dirs))
-	for d := range dirs {
-		list = append(list, d)
-	}
-	res.ListingDirs = m.primer.add(list)
 	m.log.Info("order declared", "job", req.Job, "epoch", req.Epoch, "files", got.Current, "next", got.Next, "skipped", res.Skipped, "duplicates", got.Duplicates)
 	emit(Event{Type: "result", Order: res})
 }
 
-// orderItems resolves declared paths to files, counting what it skips and
-// adding the found files' directories to dirs.
-func (m *Mount) orderItems(paths []string, res *OrderResult, dirs map[string]bool) []readahead.Item {
+// orderItems resolves declared paths to files, counting what it skips.
+func (m *Mount) orderItems(paths []string, res *OrderResult) []readahead.Item {
 	items := make([]readahead.Item, 0, len(paths))
 	skip := func(p, why string) {
 		res.Skipped++
@@ -107,7 +95,6 @@ func (m *Mount) orderItems(paths []string, res *OrderResult, dirs map[string]boo
 			skip(p, "is a directory")
 		default:
 			items = append(items, readahead.Item{Obj: e.obj, ID: m.src.ObjectID(e.obj)})
-			dirs[path.Dir(path.Clean("/" + p))[1:]] = true
 		}
 	}
 	return items

@@ -226,7 +226,6 @@ type MountStats struct {
 	BytesRead        int64      `json:"bytes_read"`
 	ReadErrors       int64      `json:"read_errors"`
 	Lookups          int64      `json:"lookups"`
-	DirsListed       int64      `json:"dirs_listed"`
 	FastPath         string     `json:"fast_path"`
 	Hits             int64      `json:"hits"`
 	Misses           int64      `json:"misses"`
