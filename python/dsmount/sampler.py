@@ -14,7 +14,6 @@ import logging
 import os
 import socket
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 from .control import Client, DsmountError, Relativizer, find_mount_root
 
@@ -74,11 +73,6 @@ class OrderedSampler:
         declare_next: also declare the next epoch's order (default True).
         client: a :class:`dsmount.control.Client` to use (tests pass one with
             a fake control entry); default ``Client(mountpoint)``.
-        prime: after declaring, list (through the mount) the directories
-            of the declared files this sampler has not listed yet (default
-            True). The kernel keeps every entry of such a listing, so the
-            loader workers' first opens of those files cost no lookup round
-            trip to dsmount; only the first epoch lists anything.
 
     Each ``iter()`` is one epoch. Before yielding anything it materialises
     the epoch's indices, declares them and the next epoch's indices, then
@@ -104,7 +98,7 @@ class OrderedSampler:
     """
 
     def __init__(self, sampler, paths, mountpoint=None, job=None, *, strict=False,
-                 declare_next=True, client=None, prime=True):
+                 declare_next=True, client=None):
         self.sampler = sampler
         self.paths = paths
         self.strict = strict
@@ -125,8 +119,6 @@ class OrderedSampler:
         self._warned_set_epoch = False
         self._lookahead = None   # indices drawn one epoch ahead, for samplers without set_epoch
         self._relpaths = None    # relative paths, when paths is a sequence
-        self.prime = prime
-        self._primed = set()     # directories (relative to the mount) listed already
 
     def _guess_mountpoint(self):
         """The mount root of the first path; None (after a warning) if none."""
@@ -221,23 +213,9 @@ class OrderedSampler:
                         epoch, self.job, self.mountpoint, e)
             return
         self.last_result = res
-        if self.prime:
-            self._prime(cur + (nxt_paths or []))
         if res.get("skipped"):
             log.warning("dsmount: job %s epoch %d: %d paths skipped, e.g. %s", self.job, epoch,
                         res["skipped"], "; ".join(res.get("skipped_examples") or []))
-
-    def _prime(self, paths):
-        """List the directories of paths not listed yet, a few at a time."""
-        dirs = []
-        for p in paths:
-            d = os.path.dirname(p)
-            if d not in self._primed:
-                self._primed.add(d)
-                dirs.append(os.path.join(self.mountpoint, d))
-        if dirs:
-            with ThreadPoolExecutor(max_workers=min(8, len(dirs))) as pool:
-                list(pool.map(_list_dir, dirs))
 
     def _to_paths(self, indices):
         """Map dataset indices to paths relative to the mount root."""
@@ -269,13 +247,3 @@ class OrderedSampler:
     def __exit__(self, *exc):
         self.end()
         return False
-
-
-def _list_dir(path):
-    """Read a directory to its end; a failure only loses the head start."""
-    try:
-        with os.scandir(path) as entries:
-            for _ in entries:
-                pass
-    except OSError:
-        pass

@@ -5,7 +5,6 @@ import os
 import random
 import tempfile
 import unittest
-from unittest import mock
 
 from dsmount import Client, DsmountError, OrderedSampler, default_job_name
 
@@ -106,26 +105,6 @@ class LookaheadTest(unittest.TestCase):
         s, daemon = make([])
         self.assertEqual(list(s), [])
         self.assertEqual(daemon.requests, [])
-
-
-class PrimeTest(unittest.TestCase):
-    PATHS = ["a/%d.jpg" % i for i in range(4)] + ["b/c/%d.jpg" % i for i in range(4)]
-
-    def run_epochs(self, **kw):
-        listed = []
-        daemon = FakeDaemon(files=self.PATHS)
-        with mock.patch("dsmount.sampler._list_dir", side_effect=listed.append):
-            s = OrderedSampler(ShuffleSampler(len(self.PATHS), seed=3), self.PATHS,
-                               client=Client("/mnt/ds", opener=daemon.opener), **kw)
-            for _ in range(3):
-                list(s)
-        return listed
-
-    def test_each_directory_is_listed_once(self):
-        self.assertEqual(sorted(self.run_epochs()), ["/mnt/ds/a", "/mnt/ds/b/c"])
-
-    def test_prime_false_lists_nothing(self):
-        self.assertEqual(self.run_epochs(prime=False), [])
 
 
 class PathMappingTest(unittest.TestCase):
