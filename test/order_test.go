@@ -20,7 +20,6 @@ type orderResult struct {
 	Duplicates      int      `json:"duplicates"`
 	Skipped         int      `json:"skipped"`
 	SkippedExamples []string `json:"skipped_examples"`
-	PrimedDirs      int      `json:"primed_dirs"`
 }
 
 // writeList writes paths, one per line, to a new file in dir.
@@ -113,51 +112,6 @@ func TestOrderPrefetchesAheadOfReaders(t *testing.T) {
 	// twice: one GET per chunk of the dataset's small files.
 	if got := f.gets(t) - g0; got != int64(len(small)) {
 		t.Errorf("MinIO served %d GETs for %d one-chunk files; want exactly one each", got, len(small))
-	}
-}
-
-// TestOrderListsDeclaredDirectories: after `dsmount order`, readers' first
-// opens of the declared files cost the daemon no LOOKUP each, because the
-// command listed their directories (READDIRPLUS) and the kernel kept the
-// entries; with --no-prime every first open is a LOOKUP. Counted by the
-// daemon (stats' lookups), on two fresh mounts of the same data.
-func TestOrderListsDeclaredDirectories(t *testing.T) {
-	f := warmData(t)
-	small := f.smallPaths()
-	order := testenv.Shuffled(small, 11)
-	dirs := map[string]bool{}
-	for _, p := range order {
-		dirs[filepath.Dir(p)] = true
-	}
-	readOrder := func(mp string) int64 {
-		t.Helper()
-		l0 := testenv.Stats(t, dsmountBin, mp).Mount.Lookups
-		if err := testenv.ReadAllInOrder(mp, order, 4, func(p string, data []byte) error {
-			return testenv.CompareFile(f.src, p, data)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return testenv.Stats(t, dsmountBin, mp).Mount.Lookups - l0
-	}
-
-	tmp := t.TempDir()
-	list := writeList(t, tmp, "order", order)
-	mp := t.TempDir()
-	mountWarm(t, f, f.minio.Endpoint(), warmPrefix, mp, t.TempDir(), "--cache-size", "1G")
-	if res := declare(t, mp, "plain", 0, list, "--no-prime"); res.Declared != len(order) || res.PrimedDirs != 0 {
-		t.Fatalf("order --no-prime: %+v; want %d declared, no directory listed", res, len(order))
-	}
-	if n := readOrder(mp); n < int64(len(order)) {
-		t.Errorf("without listing: %d lookups for the first opens of %d files; want one each at least", n, len(order))
-	}
-
-	mp = t.TempDir()
-	mountWarm(t, f, f.minio.Endpoint(), warmPrefix, mp, t.TempDir(), "--cache-size", "1G")
-	if res := declare(t, mp, "primed", 0, list); res.Declared != len(order) || res.PrimedDirs != len(dirs) {
-		t.Fatalf("order: %+v; want %d declared and their %d directories listed", res, len(order), len(dirs))
-	}
-	if n := readOrder(mp); n > int64(len(order))/10 {
-		t.Errorf("after listing: %d lookups for the first opens of %d files; want next to none", n, len(order))
 	}
 }
 

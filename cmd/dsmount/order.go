@@ -14,13 +14,12 @@ import (
 )
 
 type orderFlags struct {
-	job     string
-	epoch   int
-	next    string
-	end     bool
-	json    bool
-	pid     int
-	noPrime bool
+	job   string
+	epoch int
+	next  string
+	end   bool
+	json  bool
+	pid   int
 }
 
 func newOrderCmd() *cobra.Command {
@@ -37,10 +36,6 @@ look across the epoch boundary. A new declaration for the same job replaces the
 last one; a job that stops reading is forgotten after the daemon's
 --job-timeout. Paths that are not files of the mount are skipped and reported;
 repeats are left out (each file is read once per epoch).
-
-Once declared, the directories of the declared files are listed through the
-mount (unless --no-prime): the kernel then knows every file in them, so a
-reader's first open of each costs no lookup round trip to the daemon.
 
 The python/ package does this from a PyTorch Sampler; this command is for
 anything else.`,
@@ -70,7 +65,6 @@ anything else.`,
 	fl.BoolVar(&f.end, "end", false, "the job is done: forget its order")
 	fl.IntVar(&f.pid, "pid", 0, "the training process: only its reads and its children's count for the job (default: reads of the declared files by anyone)")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object")
-	fl.BoolVar(&f.noPrime, "no-prime", false, "don't list the declared files' directories after declaring")
 	return cmd
 }
 
@@ -126,19 +120,8 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 	if res == nil {
 		return fmt.Errorf("the daemon serving %s gave no answer", root)
 	}
-	var primed primeResult
-	if !f.end && !f.noPrime {
-		primed = primeDirs(root, append(req.Paths, req.Next...))
-		if primed.err != nil {
-			fmt.Fprintf(os.Stderr, "dsmount: the order stands, but listing its directories failed (%d of %d): %v\n",
-				primed.Failed, primed.Failed+primed.Dirs, primed.err)
-		}
-	}
 	if f.json {
-		return json.NewEncoder(os.Stdout).Encode(struct {
-			*dsfs.OrderResult
-			primeResult
-		}{res, primed})
+		return json.NewEncoder(os.Stdout).Encode(res)
 	}
 	if f.end {
 		if res.Ended {
@@ -154,9 +137,6 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 	}
 	if res.Duplicates > 0 {
 		fmt.Printf(", %d repeats left out", res.Duplicates)
-	}
-	if primed.Dirs > 0 {
-		fmt.Printf("; their %d directories listed in %.2fs", primed.Dirs, primed.Seconds)
 	}
 	fmt.Println()
 	if res.Skipped > 0 {
