@@ -180,3 +180,46 @@ func TestFastPathFlag(t *testing.T) {
 		t.Errorf("read with --fast-path off: %q, %v", b, err)
 	}
 }
+
+// TestLookupsCounted: the daemon counts the kernel's LOOKUPs (stats'
+// lookups), one per file on a first pass over a fresh mount. Entries a
+// directory listing (READDIRPLUS) introduces are filled in without being
+// counted, and the kernel keeps them: on another fresh mount, listing the
+// directories and then the same first opens cost next to none.
+func TestLookupsCounted(t *testing.T) {
+	src := t.TempDir()
+	paths := testenv.GenerateDataset(t, src, testenv.DatasetSpec{Seed: 53, SmallFiles: 400, SmallMax: 16 << 10, FilesPerDir: 100, MaxDepth: 2})
+	lookups := func(mp string) int64 { return testenv.Stats(t, dsmountBin, mp).Mount.Lookups }
+	readAll := func(mp string) {
+		t.Helper()
+		if err := testenv.ReadAllInOrder(mp, paths, 4, func(p string, data []byte) error {
+			return testenv.CompareFile(src, p, data)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	_, mp := mountLocal(t, src)
+	l0 := lookups(mp)
+	readAll(mp)
+	if n := lookups(mp) - l0; n < int64(len(paths)) {
+		t.Errorf("first opens of %d files on a fresh mount: %d lookups counted; want one each at least", len(paths), n)
+	}
+
+	_, mp = mountLocal(t, src)
+	l0 = lookups(mp)
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		d := filepath.Join(mp, filepath.Dir(filepath.FromSlash(p)))
+		if !dirs[d] {
+			dirs[d] = true
+			if _, err := os.ReadDir(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	readAll(mp)
+	if n := lookups(mp) - l0; n > int64(len(paths))/10 {
+		t.Errorf("listing the directories of %d files, then their first opens: %d lookups; want next to none", len(paths), n)
+	}
+}
