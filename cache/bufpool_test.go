@@ -102,11 +102,7 @@ func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 // flights can reuse one buffer instead of allocating one each.
 func TestReadersRecycleTheirFlightsBuffer(t *testing.T) {
 	mem := memory.New()
-	r := rand.New(rand.NewPCG(33, 34))
-	var objs []backend.Object
-	for i := range 32 {
-		objs = append(objs, mem.Put(fmt.Sprintf("o%02d", i), randBytes(r, 100<<10)))
-	}
+	objs := putRandom(mem, rand.New(rand.NewPCG(33, 34)), "o%02d", 32, 100<<10)
 	c := openCache(t, t.TempDir(), Options{})
 	defer c.Close()
 	s := c.Source(mem)

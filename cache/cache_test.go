@@ -26,6 +26,16 @@ func randBytes(r *rand.Rand, n int) []byte {
 	return b
 }
 
+// putRandom stores n objects of size random bytes in mem, named by
+// fmt.Sprintf(name, i).
+func putRandom(mem *memory.Backend, r *rand.Rand, name string, n, size int) []backend.Object {
+	objs := make([]backend.Object, n)
+	for i := range objs {
+		objs[i] = mem.Put(fmt.Sprintf(name, i), randBytes(r, size))
+	}
+	return objs
+}
+
 func openCache(t *testing.T, dir string, opts Options) *Cache {
 	t.Helper()
 	c, err := Open(dir, opts)
@@ -211,10 +221,7 @@ func hitRate(t *testing.T, policy Policy, n int, frac float64, epochs int) []flo
 	mem := memory.New()
 	const size = 4 << 10
 	r := rand.New(rand.NewPCG(9, 10))
-	objs := make([]backend.Object, n)
-	for i := range objs {
-		objs[i] = mem.Put(fmt.Sprintf("f%05d", i), randBytes(r, size))
-	}
+	objs := putRandom(mem, r, "f%05d", n, size)
 	c := openCache(t, t.TempDir(), Options{ChunkSize: 64 << 10, Capacity: int64(frac * float64(n*size)), Policy: policy})
 	defer c.Close()
 	s := c.Source(mem)
@@ -321,11 +328,7 @@ func TestEvictStaleDropsOldVersions(t *testing.T) {
 
 func TestWarmFillsUpToCapacityWithoutEvicting(t *testing.T) {
 	mem := memory.New()
-	r := rand.New(rand.NewPCG(13, 14))
-	var objs []backend.Object
-	for i := range 4 {
-		objs = append(objs, mem.Put(fmt.Sprintf("w%d", i), randBytes(r, 10<<10)))
-	}
+	objs := putRandom(mem, rand.New(rand.NewPCG(13, 14)), "w%d", 4, 10<<10)
 	c := openCache(t, t.TempDir(), Options{Capacity: 25 << 10, Policy: NewLRU()})
 	defer c.Close()
 	s := c.Source(mem)

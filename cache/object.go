@@ -212,6 +212,11 @@ func (c *Cache) freeSlot(o *object) {
 		c.packs.free(*sl, o.meta.Size)
 		return
 	}
+	c.removeFile(o)
+}
+
+// removeFile deletes o's file of its own, if it has one.
+func (c *Cache) removeFile(o *object) {
 	if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		c.log.Warn("cache: remove evicted file", "path", o.path, "err", err)
 	}
@@ -265,8 +270,8 @@ func (c *Cache) evict(id ObjectID) {
 	o.chunks = nil
 	if o.meta.packed() {
 		c.freeSlot(o)
-	} else if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		c.log.Warn("cache: remove evicted file", "path", o.path, "err", err)
+	} else {
+		c.removeFile(o)
 	}
 	// Queued while both locks are held so that a later incarnation's records
 	// are committed after this deletion. The committer takes no locks.

@@ -173,10 +173,7 @@ func TestEvictionFreesPackSpace(t *testing.T) {
 	defer c.Close()
 	c.packs.maxSize, c.packs.grow = 256<<10, 64<<10
 	s := c.Source(mem)
-	var objs []backend.Object
-	for i := range 200 {
-		objs = append(objs, mem.Put(fmt.Sprintf("o%03d", i), randBytes(r, objSize)))
-	}
+	objs := putRandom(mem, r, "o%03d", 200, objSize)
 	for _, o := range objs {
 		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
 			t.Fatalf("%s: wrong bytes", o.Key)

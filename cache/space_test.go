@@ -2,13 +2,11 @@ package cache
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/memory"
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -25,11 +23,7 @@ import (
 func TestIndexSurvivesAFullDisk(t *testing.T) {
 	dir := testenv.SmallFS(t, "160m")
 	mem := memory.New()
-	r := rand.New(rand.NewPCG(43, 44))
-	var objs []backend.Object
-	for i := range 2000 {
-		objs = append(objs, mem.Put(fmt.Sprintf("o%04d", i), randBytes(r, 4<<10)))
-	}
+	objs := putRandom(mem, rand.New(rand.NewPCG(43, 44)), "o%04d", 2000, 4<<10)
 	c := openCache(t, filepath.Join(dir, "cache"), Options{spaceCheckEvery: time.Hour})
 	s := c.Source(mem)
 	readAll(t, s, objs[0]) // a pack, with room preallocated for the rest

@@ -180,9 +180,8 @@ var (
 )
 
 // Lookup fills in an entry of a READDIRPLUS answer: the kernel keeps it as
-// if looked up, so opening that name later costs no LOOKUP round trip
-// (what `dsmount order` relies on when it lists the declared files'
-// directories). Not counted as a lookup.
+// if looked up, so opening that name later costs no LOOKUP round trip.
+// Not counted as a lookup (stats' lookups are the kernel's own LOOKUPs).
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	return d.n.child(ctx, name, out)
 }

@@ -156,8 +156,9 @@ type warmRun struct {
 	full                                                                  atomic.Bool
 	// reserved is the bytes of warm fetches in flight: counted against the
 	// capacity from when a fetch is issued until the cache counts its
-	// bytes (as they arrive, before writing them), so a later path's chunk can't take
-	// the room an earlier path's chunk, still in flight, will need.
+	// bytes (as they arrive, before writing them), so a later path's
+	// chunk can't take the room an earlier path's chunk, still in flight,
+	// will need.
 	reserved atomic.Int64
 }
 
