@@ -1,9 +1,13 @@
 // Command benchwarm measures `dsmount warm` against the backend's own
 // ceiling, side by side in one run (these machines are shared and noisy):
 //
-//   - raw GETs: plain parallel ranged GetObject calls (Range bytes=0-(size-1),
-//     as the daemon makes them), --parallel in flight, through the same
-//     proxy, no filesystem;
+//   - raw GETs (the reference): plain parallel ranged GetObject calls
+//     (Range bytes=0-(size-1), as the daemon makes them), --parallel in
+//     flight, through the same proxy, no filesystem, from a process started
+//     for the pass and timed from its start to its exit;
+//   - raw GETs from this long-lived process (context): the same, with
+//     connections and a heap kept from round to round, which no fresh
+//     daemon has (rawchild.go says what that is worth here);
 //   - warm: `dsmount warm MOUNTPOINT --parallel N` on a fresh mount and a
 //     fresh cache dir, timed from the command's start to its exit (the walk
 //     of the tree through the mount included; the mount's own start and
@@ -11,8 +15,8 @@
 //
 // The dataset (--files small files of --file-size bytes) lives in MinIO
 // behind a toxiproxy adding --latency ms (± --jitter) to every answer, like
-// a remote S3. Each round runs raw GETs then warm; --rounds > 1 alternates
-// them again and reports every round and the median ratio. Usage:
+// a remote S3. Each round runs the three passes in that order; --rounds > 1
+// repeats them and reports every round and the median ratio. Usage:
 // go run ./test/benchwarm [flags]; needs root (FUSE) and the MinIO and
 // toxiproxy binaries that test/run.sh installs.
 package main
@@ -25,7 +29,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +57,10 @@ func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seco
 func (r result) mbPerSec() float64    { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == rawChildArg {
+		rawChildMain()
+		return
+	}
 	var (
 		nFiles    = flag.Int("files", 10000, "number of small files")
 		fileSize  = flag.Int("file-size", 110_000, "size of each file in bytes")
@@ -64,6 +72,15 @@ func main() {
 		isolate   = flag.Bool("isolate-backend", false, "pin MinIO and toxiproxy to CPU 0, and this program (raw GETs), the daemon and warm to the other CPUs: a remote store's CPU is not the node's")
 		profDir   = flag.String("cpuprofile-dir", "", "write CPU profiles to DIR: raw<N>.pprof of this program's raw GETs, warm<N>.pprof of the daemon during round N")
 	)
+	var daemonEnv []string
+	flag.Func("daemon-env", "one more KEY=VALUE in the daemon's environment (repeatable), e.g. --daemon-env=GOMAXPROCS=1", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", v)
+		}
+		daemonEnv = append(daemonEnv, v)
+		return nil
+	})
+	showTimeline := flag.Bool("timeline", false, "print, for each pass, when the proxy had passed each tenth of the bytes (its ramp and its tail)")
 	flag.Parse()
 
 	t := testenv.NewProgramT("dsmount-benchwarm")
@@ -119,30 +136,58 @@ func main() {
 	client := testenv.NewS3Client(endpoint, user, pass)
 
 	var results []result
-	var ratios []float64
+	var ratios, ratiosInproc []float64
+	var timelines []string
 	for round := 1; round <= *rounds; round++ {
 		suffix := ""
 		if *rounds > 1 {
 			suffix = fmt.Sprintf(" #%d", round)
 		}
+		// The reference: raw GETs in a process of their own, started for
+		// the pass as the daemon is (rawchild.go).
 		g0 := gets()
-		c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), storeCPU()
-		stopProfile := startProfile(t, *profDir, fmt.Sprintf("raw%d.pprof", round))
-		raw := rawGets(t, client, paths, sizes, *parallel)
-		stopProfile()
-		raw.gets = gets() - g0
-		raw.cpu = testenv.MachineCPU().BusySince(c0)
-		raw.procCPU = testenv.SelfCPU() - self0
-		raw.storeCPU = storeCPU() - s0
-		raw.name = "raw ranged GETs" + suffix
+		c0, s0 := testenv.MachineCPU(), storeCPU()
+		job := rawJob{Endpoint: endpoint, User: user, Pass: pass, Bucket: "bench", Prefix: "ds", Names: paths, Sizes: sizes, Parallel: *parallel}
+		if *profDir != "" {
+			job.Profile = filepath.Join(*profDir, fmt.Sprintf("raw%d.pprof", round))
+		}
+		tl := startTimeline(tp.Pid(), 20*time.Millisecond)
+		n, el, pcpu, err := rawGetsFresh(job)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		timelines = append(timelines, fmt.Sprintf("raw GETs%s:%s", suffix, tl.deciles(total)))
+		raw := result{name: "raw GETs, own process" + suffix, files: int64(len(paths)), bytes: n, elapsed: el,
+			gets: gets() - g0, cpu: testenv.MachineCPU().BusySince(c0), procCPU: pcpu, storeCPU: storeCPU() - s0,
+			note: fmt.Sprintf("%d GetObject in flight, no filesystem; a new process, timed from start to exit", *parallel)}
+		if n != total {
+			t.Fatalf("raw GETs read %d bytes, want %d", n, total)
+		}
 		results = append(results, raw)
 
+		// Context: the same GETs from this long-lived process, whose
+		// connections and heap carry over from round to round.
+		g0 = gets()
+		c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), storeCPU()
+		inproc := rawGets(t, client, paths, sizes, *parallel)
+		inproc.gets = gets() - g0
+		inproc.cpu = testenv.MachineCPU().BusySince(c0)
+		inproc.procCPU = testenv.SelfCPU() - self0
+		inproc.storeCPU = storeCPU() - s0
+		inproc.name = "raw GETs, this process" + suffix
+		results = append(results, inproc)
+
 		roundDir := filepath.Join(work, fmt.Sprintf("round%d", round))
-		var profEnv []string
+		profEnv := append([]string(nil), daemonEnv...)
 		if *profDir != "" {
-			profEnv = []string{"DSMOUNT_CPUPROFILE=" + filepath.Join(*profDir, fmt.Sprintf("warm%d.pprof", round))}
+			profEnv = append(profEnv, "DSMOUNT_CPUPROFILE="+filepath.Join(*profDir, fmt.Sprintf("warm%d.pprof", round)))
 		}
-		w := warm(t, bin, mc, endpoint, roundDir, *chunkSize, *parallel, gets, storeCPU, profEnv)
+		var wtl string
+		w := warm(t, bin, mc, endpoint, roundDir, *chunkSize, *parallel, gets, storeCPU, profEnv, func() func() {
+			tl := startTimeline(tp.Pid(), 20*time.Millisecond)
+			return func() { wtl = tl.deciles(total) }
+		})
+		timelines = append(timelines, fmt.Sprintf("dsmount warm%s:%s", suffix, wtl))
 		w.name = "dsmount warm" + suffix
 		// Every round starts from the same machine state: the last round's
 		// 1 GB cache leaves the page cache (a page cache growing round by
@@ -158,35 +203,59 @@ func main() {
 		}
 		results = append(results, w)
 		ratios = append(ratios, w.filesPerSec()/raw.filesPerSec())
+		ratiosInproc = append(ratiosInproc, w.filesPerSec()/inproc.filesPerSec())
 	}
 
-	fmt.Printf("\n%-22s %8s %9s %9s %10s %9s %8s %8s %9s %9s %9s  %s\n", "pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "store cpu", "what")
+	if *showTimeline {
+		fmt.Println("\nwhen the proxy had passed each tenth of the bytes (seconds from the pass's start):")
+		for _, l := range timelines {
+			fmt.Println(l)
+		}
+	}
+	fmt.Printf("\n%-28s %8s %9s %9s %10s %9s %8s %8s %9s %9s %9s  %s\n", "pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "store cpu", "what")
 	var rawRef result
 	for _, r := range results {
 		ratio := ""
-		if strings.HasPrefix(r.name, "raw") {
+		switch {
+		case strings.HasPrefix(r.name, "raw GETs, own"):
 			rawRef = r
-		} else {
+		case strings.HasPrefix(r.name, "dsmount"):
 			ratio = fmt.Sprintf("%.2f", r.filesPerSec()/rawRef.filesPerSec())
 		}
-		fmt.Printf("%-22s %8d %9.1f %9.2f %10.0f %9.1f %8d %8s %9s %8.1fs %8.1fs  %s\n", r.name, r.files, float64(r.bytes)/1e6,
+		fmt.Printf("%-28s %8d %9.1f %9.2f %10.0f %9.1f %8d %8s %9s %8.1fs %8.1fs  %s\n", r.name, r.files, float64(r.bytes)/1e6,
 			r.elapsed.Seconds(), r.filesPerSec(), r.mbPerSec(), r.gets, ratio,
 			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), r.procCPU, r.storeCPU, r.note)
 	}
-	sort.Float64s(ratios)
-	med := ratios[len(ratios)/2]
-	if len(ratios)%2 == 0 {
-		med = (ratios[len(ratios)/2-1] + ratios[len(ratios)/2]) / 2
-	}
+	med := median(ratios)
 	verdict := "meets"
 	if med < 0.9 {
 		verdict = "MISSES"
 	}
-	fmt.Printf("\nwarm/raw (files/s): %.2f (median of %d round(s)); target >= 0.90: %s\n", med, len(ratios), verdict)
+	fmt.Printf("\nwarm / raw GETs in their own process (files/s): %.2f (median of %d round(s): %s); target >= 0.90: %s\n", med, len(ratios), list(ratios), verdict)
+	fmt.Printf("context, warm / raw GETs from this long-lived process: %.2f (%s)\n", median(ratiosInproc), list(ratiosInproc))
 	fmt.Printf("%d files of %d B; MinIO behind toxiproxy +%d ms ± %d; %d in flight; --chunk-size %s\n",
 		len(paths), *fileSize, *latency, *jitter, *parallel, *chunkSize)
 	fmt.Printf("cpus: %s\n", cpuNote)
+	if len(daemonEnv) > 0 {
+		fmt.Printf("daemon environment adds: %s\n", strings.Join(daemonEnv, " "))
+	}
 	fmt.Printf("cpu busy: cores busy on the whole machine during the pass (MinIO and toxiproxy included); proc cpu: CPU time of this program (raw) or of the dsmount daemon (warm); store cpu: CPU time of MinIO and toxiproxy\n")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func list(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // rawGets fetches every object whole with a ranged GetObject (bytes=0-(size-1),
@@ -202,8 +271,9 @@ func rawGets(t *testenv.ProgramT, client *s3.Client, paths []string, sizes []int
 }
 
 // warm mounts the bucket on a fresh cache dir through endpoint and times
-// `dsmount warm MOUNTPOINT --parallel par --json`.
-func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chunkSize string, par int, gets func() int64, storeCPU func() float64, env []string) result {
+// `dsmount warm MOUNTPOINT --parallel par --json`; trace is started with
+// the command and its result stopped when it exits.
+func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chunkSize string, par int, gets func() int64, storeCPU func() float64, env []string, trace func() (stop func())) result {
 	mp, cacheDir := filepath.Join(dir, "mnt"), filepath.Join(dir, "cache")
 	os.MkdirAll(mp, 0o755)
 	os.MkdirAll(cacheDir, 0o755)
@@ -213,7 +283,9 @@ func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chu
 	mountTime := time.Since(t0)
 	g0 := gets()
 	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), storeCPU()
+	stopTrace := trace()
 	r := testenv.RunCLI(bin, nil, 30*time.Minute, "warm", mp, "--parallel", fmt.Sprint(par), "--json")
+	stopTrace()
 	cpu, dcpu, scpu := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, storeCPU()-s0
 	g1 := gets()
 	if r.ExitCode != 0 {
