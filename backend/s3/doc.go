@@ -25,6 +25,13 @@
 // have arrived the SDK is done, so ReadAt itself retries a range whose body
 // is cut off, and a connection that stays silent for 30 s is dropped.
 //
+// ReadAt's GETs skip the SDK's operation stack (get.go): plain HTTP requests
+// signed with the SDK's SigV4 signer, on the SDK's HTTP client. So they
+// also do what that stack would: ReadAt's loop retries their transient
+// failures, and a refusal that a skewed node clock explains (the store's
+// Date over four minutes from the signing time) is signed again at the
+// store's time, whose offset later GETs keep (clock.go).
+//
 // # Client setup
 //
 // The HTTP client is the SDK's BuildableClient tuned in place, because the

@@ -38,6 +38,7 @@ type rawGetter struct {
 	region string
 	creds  aws.CredentialsProvider // nil: anonymous, unsigned
 	signer *v4.Signer
+	clock  *skewClock // signing time, corrected for a skewed node clock
 }
 
 // emptyPayloadHash is the SHA-256 of an empty body, which a GET signs.
@@ -66,13 +67,35 @@ func newRawGetter(hc aws.HTTPClient, base url.URL, bucket, region string, creds 
 		strings.HasSuffix(bucket, "--x-s3") { // S3 Express: session auth
 		return nil
 	}
-	return &rawGetter{hc: hc, base: base, region: region, creds: creds, signer: v4.NewSigner()}
+	return &rawGetter{hc: hc, base: base, region: region, creds: creds, signer: v4.NewSigner(), clock: newSkewClock()}
 }
 
 // get makes one ranged GET of key, conditioned on etag when set. A non-2xx
 // answer comes back as the SDK would report it (a *smithyhttp.ResponseError
-// carrying the store's code), so classify words and sorts it the same.
+// carrying the store's code), so classify words and sorts it the same. A
+// refusal that the store's clock explains is signed again at once, at the
+// store's time (clock.go).
 func (g *rawGetter) get(ctx context.Context, key, etag string, off, n int64) (*http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		signedAt := g.clock.signingTime()
+		resp, err := g.send(ctx, key, etag, off, n, signedAt)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode/100 == 2 {
+			return resp, nil
+		}
+		err = responseError(resp)
+		resp.Body.Close()
+		if attempt == 1 && g.creds != nil && g.clock.learn(apiCode(err), signedAt, resp) {
+			continue
+		}
+		return nil, err
+	}
+}
+
+// send signs (at signedAt) and sends one ranged GET.
+func (g *rawGetter) send(ctx context.Context, key, etag string, off, n int64, signedAt time.Time) (*http.Response, error) {
 	u := g.base
 	escaped := strings.TrimSuffix(g.base.EscapedPath(), "/") + "/" + httpbinding.EscapePath(key, false)
 	u.Path = strings.TrimSuffix(g.base.Path, "/") + "/" + key
@@ -94,21 +117,13 @@ func (g *rawGetter) get(ctx context.Context, key, etag string, off, n int64) (*h
 			return nil, err
 		}
 		req.Header.Set("X-Amz-Content-Sha256", emptyPayloadHash)
-		err = g.signer.SignHTTP(ctx, creds, req, emptyPayloadHash, "s3", g.region, time.Now(),
+		err = g.signer.SignHTTP(ctx, creds, req, emptyPayloadHash, "s3", g.region, signedAt,
 			func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
 		if err != nil {
 			return nil, requestError{err}
 		}
 	}
-	resp, err := g.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	return nil, responseError(resp)
+	return g.hc.Do(req)
 }
 
 // responseError reads an S3 error answer (<Error><Code>…</Code>…) into the

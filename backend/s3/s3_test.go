@@ -42,6 +42,7 @@ func TestMinIO(t *testing.T) {
 		{"Anonymous", testAnonymous},
 		{"OddKeys", testOddKeys},
 		{"RequestRetry", testRequestRetry},
+		{"ClockSkew", testClockSkew},
 	}
 	for i, bundle := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ca-bundle=%v", bundle), func(t *testing.T) {
