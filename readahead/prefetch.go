@@ -20,6 +20,18 @@ const (
 	rateSmoothing = 0.3
 	// latencySmoothing weighs a new fetch latency sample.
 	latencySmoothing = 0.1
+	// rampStart is how many prefetches may be in flight when prefetching
+	// starts from idle; each one that completes allows one more, up to
+	// Parallel (slow start). A declaration used to start Parallel at
+	// once, each on a new connection: the readers' first items, among
+	// them, waited 160–185 ms for their bytes where 8 plain misses waited
+	// 27–40 ms (go run ./test/benchorder --isolate-backend, stall pass),
+	// the store and the daemon busy setting up 64 connections at once.
+	rampStart = 16
+	// rampIdle is how long prefetch must have been idle to start slow
+	// again: long enough that the HTTP client may have closed its idle
+	// connections.
+	rampIdle = 30 * time.Second
 )
 
 // prefetchState is the scheduler's; mu guards it.
@@ -28,6 +40,11 @@ type prefetchState struct {
 	running  int
 	latency  float64 // seconds per prefetched item, smoothed
 	done     chan struct{}
+	// ramp bounds running during slow start (rampStart up to Parallel);
+	// idleSince is when running last fell to 0. Only the scheduler
+	// goroutine touches them.
+	ramp      int
+	idleSince time.Time
 }
 
 // schedule is the prefetch loop: it tops up every job's window whenever a
@@ -43,7 +60,7 @@ func (r *Registry) schedule() {
 			return
 		case <-r.wake:
 		case <-r.pf.done:
-			r.pf.running--
+			r.finished()
 		case <-t.C:
 			now := r.cfg.Now()
 			r.sampleRates(now)
@@ -53,12 +70,22 @@ func (r *Registry) schedule() {
 		for drained := false; !drained; {
 			select {
 			case <-r.pf.done:
-				r.pf.running--
+				r.finished()
 			default:
 				drained = true
 			}
 		}
 		r.fill()
+	}
+}
+
+// finished accounts for a prefetch that has its bytes: one fewer running,
+// and during slow start, room for one more.
+func (r *Registry) finished() {
+	r.pf.running--
+	r.pf.ramp = min(r.pf.ramp+1, r.cfg.Parallel)
+	if r.pf.running == 0 {
+		r.pf.idleSince = r.cfg.Now()
 	}
 }
 
@@ -116,7 +143,7 @@ type prefetchJob struct {
 }
 
 // fill issues prefetches for every job's window, nearest items first
-// across jobs, until Parallel are running.
+// across jobs, until Parallel are running (fewer during slow start).
 func (r *Registry) fill() {
 	if r.cfg.NoPrefetch {
 		return
@@ -125,7 +152,10 @@ func (r *Registry) fill() {
 	r.mu.Lock()
 	// Fetching, and fetched but being written: those bound together keep
 	// chunks from piling up behind a disk slower than the store.
-	free := min(r.cfg.Parallel-r.pf.running, writesPerFetch*r.cfg.Parallel-len(r.pf.inflight))
+	if r.pf.running == 0 && (r.pf.ramp == 0 || r.cfg.Now().Sub(r.pf.idleSince) >= rampIdle) {
+		r.pf.ramp = min(rampStart, r.cfg.Parallel)
+	}
+	free := min(r.pf.ramp-r.pf.running, writesPerFetch*r.cfg.Parallel-len(r.pf.inflight))
 	if free <= 0 {
 		r.mu.Unlock()
 		return
