@@ -97,6 +97,7 @@ type config struct {
 	largeConnMBs       float64
 	sampleEvery        time.Duration
 	profileDir         string
+	slowLog            bool
 	mountArgs          []string
 	daemonEnv          []string
 	demand             float64
@@ -169,6 +170,7 @@ func main() {
 		return nil
 	})
 	flag.StringVar(&c.profileDir, "cpuprofile-dir", "", "have each mount's daemon write a CPU profile to DIR/<pass>.pprof")
+	flag.BoolVar(&c.slowLog, "slow-log", false, "after each small-file mount pass, list its reads over 10 ms (at most 300): when each started (ms into the readers' epoch), its position in the order, and how long it took")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "benchorder takes no arguments, got %q\n", flag.Args())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/crc32"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,6 +111,9 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	}
 	rs, err := readEpoch(e, mp, order, c.readers, work)
 	el := time.Since(start)
+	if c.slowLog {
+		printSlowReads(fmt.Sprintf("round %d: %s", round, name), rs)
+	}
 	cpu, dcpu, store := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, e.storeCPU()-s0
 	gets := e.gets() - g0
 	inFlight := smp.finish()
@@ -171,6 +176,36 @@ type readStats struct {
 	// fall in: misses at the start of an epoch are the prefetcher getting
 	// going, misses later are it falling behind.
 	slowAt [10]int
+	// slow lists the reads over slowRead (for --slow-log).
+	slow []slowReadAt
+}
+
+// slowReadAt is one read over slowRead: when it started (from the start of
+// the readers' epoch), its position in the order, how long it took.
+type slowReadAt struct {
+	at   time.Duration
+	pos  int64
+	took time.Duration
+}
+
+// printSlowReads lists rs's slow reads, in the order they started, for
+// --slow-log.
+func printSlowReads(name string, rs readStats) {
+	slow := slices.SortedFunc(slices.Values(rs.slow), func(a, b slowReadAt) int { return cmp.Compare(a.at, b.at) })
+	fmt.Fprintf(os.Stderr, "%s: %d reads over %v (started at ms: position in the order, ms taken)\n", name, len(slow), slowRead)
+	const most = 300
+	var b strings.Builder
+	for i, s := range slow {
+		if i == most {
+			fmt.Fprintf(&b, "\n  ... %d more", len(slow)-most)
+			break
+		}
+		if i%6 == 0 {
+			b.WriteString("\n ")
+		}
+		fmt.Fprintf(&b, " %8.1f: %5d %6.1f", float64(s.at.Microseconds())/1000, s.pos, float64(s.took.Microseconds())/1000)
+	}
+	fmt.Fprintln(os.Stderr, b.String())
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -191,6 +226,7 @@ func readEpoch(e *env, root string, order []string, readers int, work time.Durat
 		wg       sync.WaitGroup
 	)
 	fail := func(err error) { once.Do(func() { firstErr = err }); stop.Store(true) }
+	epochStart := time.Now()
 	for range readers {
 		wg.Add(1)
 		go func() {
@@ -209,6 +245,7 @@ func readEpoch(e *env, root string, order []string, readers int, work time.Durat
 				for i, n := range my.slowAt {
 					total.slowAt[i] += n
 				}
+				total.slow = append(total.slow, my.slow...)
 				mu.Unlock()
 			}()
 			for !stop.Load() {
@@ -225,6 +262,7 @@ func readEpoch(e *env, root string, order []string, readers int, work time.Durat
 				my.lat = append(my.lat, rt)
 				if rt > slowRead {
 					my.slowAt[i*10/int64(len(order))]++
+					my.slow = append(my.slow, slowReadAt{at: t0.Sub(epochStart), pos: i, took: rt})
 				}
 				if err != nil {
 					fail(fmt.Errorf("read %s: %w", p, err))
