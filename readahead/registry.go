@@ -307,11 +307,21 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int) {
 		matched = true
 	}
 	r.mu.Unlock()
-	if matched {
-		r.reads.Add(1)
+	if matched && r.reads.Add(1)%readsPerKick == 0 {
 		r.kick()
 	}
 }
+
+// readsPerKick is how many matched reads wake the prefetch scheduler once.
+// A read wakes it to fill the room it made in a window of 64 items or
+// more, so every eighth read is soon enough (finished prefetches wake it
+// too). Waking it on every read cost the reads themselves: on a busy core
+// the scheduler, readied by the read, ran its fill (and the prefetches it
+// starts) before the read's reply went out, and the reads of a paced
+// declared epoch spent 2.8 s of its 16 s runnable and waiting (go tool
+// trace -pprof=sched of the daemon, go run ./test/benchorder
+// --isolate-backend --daemon-env DSMOUNT_TRACE_DIR=DIR, stall pass).
+const readsPerKick = 8
 
 // wants reports whether a read of id may count for the job: id is unread in
 // its current order and not implausibly far past the frontier, or the
