@@ -152,7 +152,8 @@ func (r *Registry) fill() {
 	r.mu.Lock()
 	// Fetching, and fetched but being written: those bound together keep
 	// chunks from piling up behind a disk slower than the store.
-	if r.pf.running == 0 && (r.pf.ramp == 0 || r.cfg.Now().Sub(r.pf.idleSince) >= rampIdle) {
+	// Idle since the start (a zero idleSince) counts as idle for long.
+	if r.pf.running == 0 && r.cfg.Now().Sub(r.pf.idleSince) >= rampIdle {
 		r.pf.ramp = min(rampStart, r.cfg.Parallel)
 	}
 	free := min(r.pf.ramp-r.pf.running, writesPerFetch*r.cfg.Parallel-len(r.pf.inflight))

@@ -3,8 +3,9 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"sort"
 	"strings"
+
+	"github.com/dsmount/dsmount/test/testenv"
 )
 
 type roundResult struct {
@@ -135,7 +136,7 @@ func prefetchNote(c config) string {
 // verdict prints one target's line: every round's value, the median, and
 // PASS or MISSES.
 func verdict(what string, vals []float64, op string, target float64, format string) {
-	med := median(vals)
+	med := testenv.Median(vals)
 	ok := med >= target
 	if op == "<=" {
 		ok = med <= target
@@ -165,13 +166,4 @@ func list(v []float64, format string) string {
 		s[i] = fmt.Sprintf(format, x)
 	}
 	return strings.Join(s, ", ")
-}
-
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -28,8 +28,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
-	"slices"
 	"strings"
 	"time"
 
@@ -70,7 +68,7 @@ func main() {
 		chunkSize = flag.String("chunk-size", "4M", "dsmount --chunk-size")
 		rounds    = flag.Int("rounds", 1, "rounds of (raw GETs, warm)")
 		isolate   = flag.Bool("isolate-backend", false, "pin MinIO and toxiproxy to CPU 0, and this program (raw GETs), the daemon and warm to the other CPUs: a remote store's CPU is not the node's")
-		profDir   = flag.String("cpuprofile-dir", "", "write CPU profiles to DIR: raw<N>.pprof of this program's raw GETs, warm<N>.pprof of the daemon during round N")
+		profDir   = flag.String("cpuprofile-dir", "", "write CPU profiles to DIR: raw<N>.pprof of the raw-GET process, warm<N>.pprof of the daemon during round N")
 	)
 	var daemonEnv []string
 	flag.Func("daemon-env", "one more KEY=VALUE in the daemon's environment (repeatable), e.g. --daemon-env=GOMAXPROCS=1", func(v string) error {
@@ -85,6 +83,11 @@ func main() {
 
 	t := testenv.NewProgramT("dsmount-benchwarm")
 	defer t.Close()
+	if *profDir != "" {
+		if err := os.MkdirAll(*profDir, 0o755); err != nil {
+			t.Fatalf("--cpuprofile-dir: %v", err)
+		}
+	}
 	work := t.TempDir()
 	src := filepath.Join(work, "src")
 	os.MkdirAll(src, 0o755)
@@ -138,6 +141,16 @@ func main() {
 	var results []result
 	var ratios, ratiosInproc []float64
 	var timelines []string
+	// trace samples the proxy for --timeline from when it is called until
+	// the func it returns is; without --timeline nothing samples during the
+	// passes.
+	trace := func() (stop func() string) {
+		if !*showTimeline {
+			return func() string { return "" }
+		}
+		tl := startTimeline(tp.Pid(), 20*time.Millisecond)
+		return func() string { return tl.deciles(total) }
+	}
 	for round := 1; round <= *rounds; round++ {
 		suffix := ""
 		if *rounds > 1 {
@@ -151,12 +164,12 @@ func main() {
 		if *profDir != "" {
 			job.Profile = filepath.Join(*profDir, fmt.Sprintf("raw%d.pprof", round))
 		}
-		tl := startTimeline(tp.Pid(), 20*time.Millisecond)
+		stopTrace := trace()
 		n, el, pcpu, err := rawGetsFresh(job)
 		if err != nil {
 			t.Fatalf("%v", err)
 		}
-		timelines = append(timelines, fmt.Sprintf("raw GETs%s:%s", suffix, tl.deciles(total)))
+		timelines = append(timelines, fmt.Sprintf("raw GETs%s:%s", suffix, stopTrace()))
 		raw := result{name: "raw GETs, own process" + suffix, files: int64(len(paths)), bytes: n, elapsed: el,
 			gets: gets() - g0, cpu: testenv.MachineCPU().BusySince(c0), procCPU: pcpu, storeCPU: storeCPU() - s0,
 			note: fmt.Sprintf("%d GetObject in flight, no filesystem; a new process, timed from start to exit", *parallel)}
@@ -184,8 +197,8 @@ func main() {
 		}
 		var wtl string
 		w := warm(t, bin, mc, endpoint, roundDir, *chunkSize, *parallel, gets, storeCPU, profEnv, func() func() {
-			tl := startTimeline(tp.Pid(), 20*time.Millisecond)
-			return func() { wtl = tl.deciles(total) }
+			stopTrace := trace()
+			return func() { wtl = stopTrace() }
 		})
 		timelines = append(timelines, fmt.Sprintf("dsmount warm%s:%s", suffix, wtl))
 		w.name = "dsmount warm" + suffix
@@ -226,13 +239,13 @@ func main() {
 			r.elapsed.Seconds(), r.filesPerSec(), r.mbPerSec(), r.gets, ratio,
 			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), r.procCPU, r.storeCPU, r.note)
 	}
-	med := median(ratios)
+	med := testenv.Median(ratios)
 	verdict := "meets"
 	if med < 0.9 {
 		verdict = "MISSES"
 	}
 	fmt.Printf("\nwarm / raw GETs in their own process (files/s): %.2f (median of %d round(s): %s); target >= 0.90: %s\n", med, len(ratios), list(ratios), verdict)
-	fmt.Printf("context, warm / raw GETs from this long-lived process: %.2f (%s)\n", median(ratiosInproc), list(ratiosInproc))
+	fmt.Printf("context, warm / raw GETs from this long-lived process: %.2f (%s)\n", testenv.Median(ratiosInproc), list(ratiosInproc))
 	fmt.Printf("%d files of %d B; MinIO behind toxiproxy +%d ms ± %d; %d in flight; --chunk-size %s\n",
 		len(paths), *fileSize, *latency, *jitter, *parallel, *chunkSize)
 	fmt.Printf("cpus: %s\n", cpuNote)
@@ -240,14 +253,6 @@ func main() {
 		fmt.Printf("daemon environment adds: %s\n", strings.Join(daemonEnv, " "))
 	}
 	fmt.Printf("cpu busy: cores busy on the whole machine during the pass (MinIO and toxiproxy included); proc cpu: CPU time of this program (raw) or of the dsmount daemon (warm); store cpu: CPU time of MinIO and toxiproxy\n")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 func list(xs []float64) string {
@@ -309,23 +314,4 @@ func warm(t *testenv.ProgramT, bin string, mc *testenv.MinIO, endpoint, dir, chu
 	return result{files: rep.Files, bytes: rep.Bytes, elapsed: r.Duration, gets: g1 - g0, cpu: cpu, procCPU: dcpu, storeCPU: scpu,
 		note: fmt.Sprintf("fresh mount+cache, --parallel %d; wall time of the command (it reports %.2fs; mount start %.2fs not counted)",
 			par, rep.Seconds, mountTime.Seconds())}
-}
-
-// startProfile writes this program's CPU profile to dir/name until the
-// returned func is called; with no dir it does nothing.
-func startProfile(t *testenv.ProgramT, dir, name string) func() {
-	if dir == "" {
-		return func() {}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("--cpuprofile-dir: %v", err)
-	}
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatalf("--cpuprofile-dir: %v", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		t.Fatalf("cpu profile: %v", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
 }
