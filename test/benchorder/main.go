@@ -89,6 +89,7 @@ type config struct {
 	readers, getsPar   int
 	rounds             int
 	skipSmall, skipLrg bool
+	skipUndeclared     bool
 	chunkSize          string
 	prefetchPar        int
 	seed               uint64
@@ -146,6 +147,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 1, "rounds of every pass; >1 reports each and the median ratios")
 	flag.BoolVar(&c.skipSmall, "skip-small", false, "skip the small-file passes")
 	flag.BoolVar(&c.skipLrg, "skip-large", false, "skip the large-file passes")
+	flag.BoolVar(&c.skipUndeclared, "skip-undeclared", false, "skip the small-file passes without a declared order (context only; they take half a round)")
 	flag.StringVar(&c.chunkSize, "chunk-size", "4M", "dsmount --chunk-size")
 	flag.IntVar(&c.prefetchPar, "prefetch-parallel", 0, "dsmount --prefetch-parallel (0: the daemon's default)")
 	flag.Uint64Var(&c.seed, "seed", 1, "shuffle seed (round r uses seed+r-1)")

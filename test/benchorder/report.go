@@ -37,13 +37,19 @@ func report(e *env, rounds []roundResult) {
 			s := rr.small
 			ref := s.ceiling.filesPerSec()
 			add(s.ceiling, "1.00")
-			for _, r := range []result{s.declared, s.cold, s.stallDeclared, s.stallCold} {
+			passes := []result{s.declared, s.cold, s.stallDeclared, s.stallCold}
+			if c.skipUndeclared {
+				passes = []result{s.declared, s.stallDeclared}
+			}
+			for _, r := range passes {
 				add(r, fmt.Sprintf("%.2f", r.filesPerSec()/ref))
 			}
 			declRatio = append(declRatio, s.declared.filesPerSec()/ref)
-			coldRatio = append(coldRatio, s.cold.filesPerSec()/ref)
 			stallDecl = append(stallDecl, s.stallDeclared.stall)
-			stallCold = append(stallCold, s.stallCold.stall)
+			if !c.skipUndeclared {
+				coldRatio = append(coldRatio, s.cold.filesPerSec()/ref)
+				stallCold = append(stallCold, s.stallCold.stall)
+			}
 		}
 		if !c.skipLrg {
 			l := rr.large
@@ -117,8 +123,10 @@ func report(e *env, rounds []roundResult) {
 	if !c.skipSmall {
 		verdict("declared epoch / ceiling (files/s)", declRatio, ">=", 0.8, "%.2f")
 		verdict("stall, order declared", pct(stallDecl), "<=", 5, "%.1f%%")
-		fmt.Printf("  context: not declared / ceiling (files/s) %s; stall, not declared %s\n",
-			list(coldRatio, "%.2f"), list(pct(stallCold), "%.1f%%"))
+		if !c.skipUndeclared {
+			fmt.Printf("  context: not declared / ceiling (files/s) %s; stall, not declared %s\n",
+				list(coldRatio, "%.2f"), list(pct(stallCold), "%.1f%%"))
+		}
 	}
 	if !c.skipLrg {
 		verdict("dd cold mount / one connection (MB/s)", ddRatio, ">=", 4, "%.2f")

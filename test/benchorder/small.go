@@ -37,12 +37,16 @@ func runSmallRound(e *env, r int) smallRound {
 
 	e.recycleMemory()
 	sr.declared = epochPass(e, r, "declared", order, true, 0)
-	e.recycleMemory()
-	sr.cold = epochPass(e, r, "not declared", order, false, 0)
+	if !c.skipUndeclared {
+		e.recycleMemory()
+		sr.cold = epochPass(e, r, "not declared", order, false, 0)
+	}
 	e.recycleMemory()
 	sr.stallDeclared = epochPass(e, r, "stall, declared", order, true, sr.work)
-	e.recycleMemory()
-	sr.stallCold = epochPass(e, r, "stall, not declared", order, false, sr.work)
+	if !c.skipUndeclared {
+		e.recycleMemory()
+		sr.stallCold = epochPass(e, r, "stall, not declared", order, false, sr.work)
+	}
 	return sr
 }
 
