@@ -20,9 +20,12 @@
 //
 // One scheduler goroutine keeps each job's window filled: the next unread
 // items after its frontier are cached or in flight. The window, in items,
-// is four times the job's read rate × the measured fetch latency (plus
-// slack for the readers' own parallelism), at least MinWindow and bounded
-// by Config.WindowBytes. Prefetches run at cache.Background priority, so a
+// covers the larger of four times the measured fetch latency and
+// Config.Lead (default 1 s) at the job's read rate, plus slack for the
+// readers' own parallelism; it is at least MinWindow and bounded by
+// Config.WindowBytes. Reads don't wake the scheduler (a read that did
+// waited for the fill it caused, on a busy core); it polls every 10 ms
+// while any job is declared, and a finished prefetch wakes it. Prefetches run at cache.Background priority, so a
 // read that misses always gets a backend slot first, and through the
 // cache's flights, so a prefetch and a read of one chunk make one GET. An
 // item is prefetched only if the policy would admit it: prefetch never

@@ -32,6 +32,20 @@ const (
 	// again: long enough that the HTTP client may have closed its idle
 	// connections.
 	rampIdle = 30 * time.Second
+	// fillEvery is how often the scheduler tops up the windows while any
+	// job is declared. Reads don't wake it: a read that readied the
+	// scheduler on a busy core waited for the fill (and the prefetches it
+	// started) to run before its reply went out. Waking on every read, the
+	// reads of a paced declared epoch spent 2.8 s of its 16 s runnable;
+	// on every eighth, 0.7 s of 15 s (go tool trace -pprof=sched of the
+	// daemon; go run ./test/benchorder --isolate-backend --daemon-env
+	// DSMOUNT_TRACE_DIR=DIR, stall pass). A window covers at least Lead
+	// of reading, so 10 ms late costs nothing; finished prefetches still
+	// wake it at once.
+	fillEvery = 10 * time.Millisecond
+	// earlyRateSpan is the shortest span a job's first read rate is taken
+	// over, so the first few reads don't claim an absurd rate.
+	earlyRateSpan = 50 * time.Millisecond
 )
 
 // prefetchState is the scheduler's; mu guards it.
@@ -54,11 +68,16 @@ func (r *Registry) schedule() {
 	r.pf.done = make(chan struct{}, r.cfg.Parallel)
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	poll := time.NewTimer(fillEvery)
+	defer poll.Stop()
+	polling := true
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-r.wake:
+		case <-poll.C:
+			polling = false
 		case <-r.pf.done:
 			r.finished()
 		case <-t.C:
@@ -75,7 +94,10 @@ func (r *Registry) schedule() {
 				drained = true
 			}
 		}
-		r.fill()
+		if r.fill() && !polling {
+			poll.Reset(fillEvery)
+			polling = true
+		}
 	}
 }
 
@@ -110,19 +132,31 @@ func (r *Registry) sampleRates(now time.Time) {
 
 // window is how many items ahead of its frontier a job should have cached
 // or in flight: enough to cover the fetch latency at the job's read rate
-// four times over, plus a full round of parallel fetches; bounded in bytes
-// by WindowBytes (using the order's mean item size). Twice over and 16 left
-// 179 of 10,000 reads waiting for their fetch in a paced epoch (go run
-// ./test/benchorder --isolate-backend, stall pass): fetch latency has a
-// tail when the node's CPU is busy. Four times and 32 left 40-70, every
-// one in the epoch's first two seconds: before the read rate is first
-// sampled the window was 32 items, which readers took faster than 32
-// fetches return, and once behind they read back to back to catch up.
-// The round of parallel fetches lets an epoch start with as many items in
-// flight as prefetch may have.
-func (r *Registry) window(j *job) int {
-	w := int(math.Ceil(4*j.rate*r.pf.latency)) + r.cfg.Parallel
+// four times over, and at least Lead of reading, plus a full round of
+// parallel fetches; bounded in bytes by WindowBytes (using the order's
+// mean item size).
+//
+// Latency alone is not enough: four times the latency (about 0.2 s of
+// reading in a paced epoch) left bursts of 10-20 reads in a row waiting
+// whenever the store paused for longer than that (go run
+// ./test/benchorder --isolate-backend --slow-log, stall pass). The round
+// of parallel fetches lets an epoch start with as many items in flight as
+// prefetch may have.
+func (r *Registry) window(j *job, now time.Time) int {
+	w := int(math.Ceil(r.readRate(j, now)*max(4*r.pf.latency, r.cfg.Lead.Seconds()))) + r.cfg.Parallel
 	return min(max(w, MinWindow), r.maxSpan(j))
+}
+
+// readRate is the job's smoothed read rate, or before the first sample
+// (a tick after the declaration) its reads so far over the time since,
+// counted from at least earlyRateSpan: held to the minimum window until
+// then, the readers of a paced epoch caught up with prefetch and waited.
+func (r *Registry) readRate(j *job, now time.Time) float64 {
+	if j.rate > 0 {
+		return j.rate
+	}
+	dt := max(now.Sub(j.rateAt), earlyRateSpan).Seconds()
+	return float64(j.totalReads-j.rateReads) / dt
 }
 
 // maxSpan is the most items from the frontier that prefetch may cover:
@@ -143,13 +177,15 @@ type prefetchJob struct {
 }
 
 // fill issues prefetches for every job's window, nearest items first
-// across jobs, until Parallel are running (fewer during slow start).
-func (r *Registry) fill() {
+// across jobs, until Parallel are running (fewer during slow start). It
+// reports whether any job is declared (and prefetch on).
+func (r *Registry) fill() (active bool) {
 	if r.cfg.NoPrefetch {
-		return
+		return false
 	}
 	var picks []prefetchJob
 	r.mu.Lock()
+	active = len(r.jobs) > 0
 	// Fetching, and fetched but being written: those bound together keep
 	// chunks from piling up behind a disk slower than the store.
 	// Idle since the start (a zero idleSince) counts as idle for long.
@@ -157,13 +193,9 @@ func (r *Registry) fill() {
 		r.pf.ramp = min(rampStart, r.cfg.Parallel)
 	}
 	free := min(r.pf.ramp-r.pf.running, writesPerFetch*r.cfg.Parallel-len(r.pf.inflight))
-	if free <= 0 {
+	if free <= 0 || !active {
 		r.mu.Unlock()
-		return
-	}
-	if len(r.jobs) == 0 {
-		r.mu.Unlock()
-		return
+		return active
 	}
 	jobs := make([]*job, 0, len(r.jobs))
 	for _, j := range r.jobs {
@@ -172,8 +204,9 @@ func (r *Registry) fill() {
 	// Jobs furthest behind their window go first.
 	sort.Slice(jobs, func(a, b int) bool { return jobs[a].scan-jobs[a].frontier < jobs[b].scan-jobs[b].frontier })
 	full := r.cfg.PolicyInstalled && r.full()
+	now := r.cfg.Now()
 	for _, j := range jobs {
-		j.window = r.window(j)
+		j.window = r.window(j, now)
 		// Cover the readers' spread (frontier to head) and the window past
 		// the furthest read, within the byte bound.
 		limit := min(j.head+1+j.window, j.frontier+r.maxSpan(j))
@@ -219,6 +252,7 @@ func (r *Registry) fill() {
 		}
 		r.mu.Unlock()
 	}
+	return true
 }
 
 // full reports whether the cache has no room left for prefetch without

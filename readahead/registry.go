@@ -19,6 +19,7 @@ const (
 	DefaultJobTimeout  = 10 * time.Minute
 	DefaultParallel    = 64
 	DefaultWindowBytes = 1 << 30
+	DefaultLead        = time.Second
 	// MinWindow is the fewest items a job's window holds: enough for a few
 	// loader workers before any rate is known.
 	MinWindow = 32
@@ -38,6 +39,9 @@ type Config struct {
 	// WindowBytes bounds the bytes a job's window covers ahead of its
 	// frontier.
 	WindowBytes int64
+	// Lead is the least reading time a job's window covers at its read
+	// rate, so a store that pauses for less than that goes unnoticed.
+	Lead time.Duration
 	// Fallback decides eviction while no job is declared. Default
 	// cache.NewFillAndHold().
 	Fallback cache.Policy
@@ -95,6 +99,9 @@ func New(cfg Config) *Registry {
 	}
 	if cfg.WindowBytes <= 0 {
 		cfg.WindowBytes = DefaultWindowBytes
+	}
+	if cfg.Lead <= 0 {
+		cfg.Lead = DefaultLead
 	}
 	if cfg.Fallback == nil {
 		cfg.Fallback = cache.NewFillAndHold()
@@ -307,21 +314,11 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int) {
 		matched = true
 	}
 	r.mu.Unlock()
-	if matched && r.reads.Add(1)%readsPerKick == 0 {
-		r.kick()
+	if matched {
+		// No wake-up: the scheduler polls while jobs exist (see fillEvery).
+		r.reads.Add(1)
 	}
 }
-
-// readsPerKick is how many matched reads wake the prefetch scheduler once.
-// A read wakes it to fill the room it made in a window of 64 items or
-// more, so every eighth read is soon enough (finished prefetches wake it
-// too). Waking it on every read cost the reads themselves: on a busy core
-// the scheduler, readied by the read, ran its fill (and the prefetches it
-// starts) before the read's reply went out, and the reads of a paced
-// declared epoch spent 2.8 s of its 16 s runnable and waiting (go tool
-// trace -pprof=sched of the daemon, go run ./test/benchorder
-// --isolate-backend --daemon-env DSMOUNT_TRACE_DIR=DIR, stall pass).
-const readsPerKick = 8
 
 // wants reports whether a read of id may count for the job: id is unread in
 // its current order and not implausibly far past the frontier, or the

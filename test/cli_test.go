@@ -81,6 +81,7 @@ func TestCLIErrors(t *testing.T) {
 		{name: "malformed --chunk-size", source: localSrc, args: []string{"--chunk-size", "banana"}, want: "chunk-size"},
 		{name: "local source missing", source: filepath.Join(localSrc, "nope")},
 		{name: "unsupported source scheme", source: "ftp://example.com/data"},
+		{name: "zero --prefetch-lead", source: localSrc, args: []string{"--prefetch-lead", "0s"}, want: "prefetch-lead"},
 		{name: "unknown flag", source: localSrc, args: []string{"--no-such-flag"}},
 		{name: "bad --log-format", source: localSrc, args: []string{"--log-format", "xml"}},
 	}

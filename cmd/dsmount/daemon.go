@@ -60,6 +60,7 @@ type cacheFlags struct {
 
 	jobTimeout       time.Duration
 	prefetchParallel int
+	prefetchLead     time.Duration
 }
 
 func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slog.Logger) (*daemon, error) {
@@ -67,7 +68,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 	// cache's fill: set once the cache is open (its goroutine runs before).
 	var opened atomic.Pointer[cache.Cache]
 	ra := readahead.New(readahead.Config{
-		Logger: log, JobTimeout: cf.jobTimeout, Parallel: cf.prefetchParallel, PolicyInstalled: cf.policy == policyOrder,
+		Logger: log, JobTimeout: cf.jobTimeout, Parallel: cf.prefetchParallel, Lead: cf.prefetchLead, PolicyInstalled: cf.policy == policyOrder,
 		Capacity: func() (int64, int64) {
 			if c := opened.Load(); c != nil {
 				return c.Capacity(), c.Used()

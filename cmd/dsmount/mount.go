@@ -30,6 +30,7 @@ type mountFlags struct {
 	policy           string
 	jobTimeout       time.Duration
 	prefetchParallel int
+	prefetchLead     time.Duration
 	s3Endpoint       string
 	s3PathStyle      bool
 	anonymous        bool
@@ -93,6 +94,7 @@ func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
 	fl.StringVar(&f.policy, "cache-policy", policyOrder, "what to keep when the cache is full: order (what declared orders need soonest; fill-and-hold while none is declared), fill-and-hold (keep what is cached, stream the rest) or lru")
 	fl.DurationVar(&f.jobTimeout, "job-timeout", readahead.DefaultJobTimeout, "forget a job with a declared order after this long without reads")
 	fl.IntVar(&f.prefetchParallel, "prefetch-parallel", readahead.DefaultParallel, "most prefetch fetches in flight for declared orders, all jobs together")
+	fl.DurationVar(&f.prefetchLead, "prefetch-lead", readahead.DefaultLead, "keep at least this much of each declared job's reading fetched ahead, at its read rate (bounded by 1 GiB per job)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at HOST:PORT/metrics (\":PORT\" means 127.0.0.1:PORT; off by default)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -119,7 +121,7 @@ func planCache(f mountFlags) (cacheFlags, error) {
 
 // cacheFlags is what a daemon started for this plan needs.
 func (p mountPlan) cacheFlags(f mountFlags) cacheFlags {
-	return cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy, jobTimeout: f.jobTimeout, prefetchParallel: f.prefetchParallel}
+	return cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy, jobTimeout: f.jobTimeout, prefetchParallel: f.prefetchParallel, prefetchLead: f.prefetchLead}
 }
 
 func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
@@ -165,6 +167,9 @@ func planCacheFields(f mountFlags) (mountPlan, error) {
 	}
 	if f.prefetchParallel < 1 || f.prefetchParallel > 1024 {
 		return p, usagef("--prefetch-parallel: %d is outside 1..1024", f.prefetchParallel)
+	}
+	if f.prefetchLead <= 0 || f.prefetchLead > time.Hour {
+		return p, usagef("--prefetch-lead: %s is outside (0, 1h]", f.prefetchLead)
 	}
 	if p.cacheDir, err = filepath.Abs(f.cacheDir); err != nil {
 		return p, usagef("--cache-dir: %w", err)
