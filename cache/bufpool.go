@@ -12,7 +12,11 @@ import (
 // daemon's CPU. Buffers come in power-of-two classes from minPooledBuf to
 // the chunk size; get returns one with stale contents, so callers use only
 // what they have wholly overwritten.
+//
+// Pooled buffers come from an arena outside the Go heap while it has room
+// (see arena), then from the heap through sync.Pools.
 type bufPool struct {
+	arena   *arena      // nil without one
 	classes []sync.Pool // classes[i] holds *[]byte of cap minPooledBuf<<i
 	// recycled counts the buffers put back (tests check that flights do).
 	recycled atomic.Int64
@@ -30,7 +34,12 @@ func newBufPool(chunkSize int64) *bufPool {
 	for int64(minPooledBuf)<<(n-1) < chunkSize {
 		n++
 	}
-	return &bufPool{classes: make([]sync.Pool, n)}
+	return &bufPool{classes: make([]sync.Pool, n), arena: newArena(arenaSize, n)}
+}
+
+// close releases the arena if every buffer came back (see arena.release).
+func (p *bufPool) close() bool {
+	return p.arena == nil || p.arena.release()
 }
 
 // class is the index of the smallest class holding n bytes, or -1 if none.
@@ -60,6 +69,11 @@ func (p *bufPool) getPooled(n int) []byte {
 	if c < 0 {
 		return make([]byte, n)
 	}
+	if p.arena != nil {
+		if b, ok := p.arena.get(c, minPooledBuf<<c); ok {
+			return b[:n]
+		}
+	}
 	if b, ok := p.classes[c].Get().(*[]byte); ok {
 		return (*b)[:n]
 	}
@@ -74,5 +88,9 @@ func (p *bufPool) put(b []byte) {
 	}
 	b = b[:0]
 	p.recycled.Add(1)
+	if p.arena != nil && p.arena.owns(b) {
+		p.arena.put(c, b)
+		return
+	}
 	p.classes[c].Put(&b)
 }

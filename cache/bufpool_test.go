@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/memory"
@@ -49,7 +50,15 @@ func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 		objs = append(objs, mem.Put(fmt.Sprintf("o%02d", i), randBytes(r, size)))
 	}
 	c := openCache(t, t.TempDir(), Options{ChunkSize: 128 << 10, Capacity: 512 << 10, Policy: NewLRU()})
-	defer c.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			c.Close()
+		}
+	}()
+	if c.bufs.arena == nil {
+		t.Fatal("no buffer arena: mmap refused")
+	}
 	s := c.Source(mem)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -93,6 +102,58 @@ func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	// Every buffer comes back by Close (staged ones included), so the
+	// arena can be unmapped: one that didn't would be lost to every later
+	// read.
+	c.Settle()
+	closed = true
+	c.Close()
+	if c.bufs.arena.mem != nil {
+		t.Fatalf("arena still mapped after Close: %d buffers never came back", c.bufs.arena.out)
+	}
+}
+
+// TestArena: buffers are page aligned, inside the mapping, of their class's
+// capacity, reused once given back, and the arena says no when used up.
+func TestArena(t *testing.T) {
+	const size = 4 << 20
+	a := newArena(size, 3) // classes 64, 128, 256 KiB
+	if a == nil {
+		t.Fatal("mmap refused")
+	}
+	var got [][]byte
+	for i := 0; ; i++ {
+		c := i % 3
+		b, ok := a.get(c, minPooledBuf<<c)
+		if !ok {
+			break
+		}
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(b[:1])))
+		if p%4096 != 0 || !a.owns(b) || cap(b) != minPooledBuf<<c || len(b) != 0 {
+			t.Fatalf("buffer %d: address %#x (aligned %v), owned %v, len %d cap %d", i, p, p%4096 == 0, a.owns(b), len(b), cap(b))
+		}
+		got = append(got, b)
+	}
+	if used := len(got); used < size/(256<<10) {
+		t.Fatalf("only %d buffers from %d bytes", used, size)
+	}
+	if a.owns(make([]byte, 100)) || a.release() {
+		t.Fatal("a heap buffer counts as the arena's, or the arena released with buffers out")
+	}
+	// A buffer given back is the next one of its class.
+	a.put(1, got[1])
+	if again, ok := a.get(1, 128<<10); !ok || unsafe.SliceData(again[:1]) != unsafe.SliceData(got[1][:1]) {
+		t.Fatal("a given-back buffer was not reused")
+	}
+	for i, b := range got {
+		a.put(i%3, b)
+	}
+	if !a.release() {
+		t.Fatalf("release with every buffer back: %d out", a.out)
+	}
+	if _, ok := a.get(0, minPooledBuf); ok {
+		t.Fatal("a released arena handed out a buffer")
 	}
 }
 

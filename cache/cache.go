@@ -328,6 +328,10 @@ func (c *Cache) Close() error {
 		c.log.Warn("cache: the cache filesystem is full; the index is left for its log to be replayed at the next start", "dir", c.dir)
 	}
 	c.lockFile.Close()
+	c.staged.drain()
+	if !c.bufs.close() {
+		c.log.Debug("cache: chunk buffers still held at close; their memory stays mapped")
+	}
 	return err
 }
 

@@ -68,7 +68,11 @@
 // buffer goes back to the pool (warm) or, for a chunk fetched ahead, to the
 // staging area, which recycles it when its reader has taken it or it ages
 // out. A buffer has one holder at a time: readers that joined, or the
-// staging area, or the pool. Source.Close cancels the flights started
+// staging area, or the pool. Pooled buffers live in an arena outside the
+// Go heap, advised for transparent huge pages (arena.go), while it has
+// room: fresh 4 KiB pages cost the daemon more CPU than the copies it
+// makes. Close drains the staging area and unmaps the arena once every
+// buffer is back. Source.Close cancels the flights started
 // through that source and waits for them, so its backend can be closed
 // after it; a caller from another source that had joined one fetches
 // again.

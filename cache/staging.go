@@ -78,3 +78,14 @@ func (s *staging) release(data []byte) {
 		s.free(data)
 	}
 }
+
+// drain drops every staged chunk, giving back its buffer (at Close).
+func (s *staging) drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, data := range s.m {
+		delete(s.m, k)
+		s.release(data)
+	}
+	s.fifo, s.bytes = nil, 0
+}
