@@ -72,10 +72,9 @@
 // Go heap, advised for transparent huge pages (arena.go), while it has
 // room: fresh 4 KiB pages cost the daemon more CPU than the copies it
 // makes. Close drains the staging area and unmaps the arena once every
-// buffer is back. Source.Close cancels the flights started
-// through that source and waits for them, so its backend can be closed
-// after it; a caller from another source that had joined one fetches
-// again.
+// buffer is back. Source.Close cancels the flights started through that
+// source and waits for them, so its backend can be closed after it; a
+// caller from another source that had joined one fetches again.
 //
 // A gate bounds backend fetches in flight (Options.FetchSlots). Background
 // fetches (prefetch) never take the last slots, and a waiting foreground

@@ -25,11 +25,12 @@
 // readers' own parallelism; it is at least MinWindow and bounded by
 // Config.WindowBytes. Reads don't wake the scheduler (a read that did
 // waited for the fill it caused, on a busy core); it polls every 10 ms
-// while any job is declared, and a finished prefetch wakes it. Prefetches run at cache.Background priority, so a
-// read that misses always gets a backend slot first, and through the
-// cache's flights, so a prefetch and a read of one chunk make one GET. An
-// item is prefetched only if the policy would admit it: prefetch never
-// evicts data needed sooner than what it brings in. Prefetch starting from
+// while any job is declared, and a finished prefetch wakes it. Prefetches
+// run at cache.Background priority, so a read that misses always gets a
+// backend slot first, and through the cache's flights, so a prefetch and
+// a read of one chunk make one GET. An item is prefetched only if the
+// policy would admit it: prefetch never evicts data needed sooner than
+// what it brings in. Prefetch starting from
 // idle starts slow (16 in flight, one more per completion, up to Parallel):
 // a declaration that sent Parallel GETs at once, each on a new connection,
 // made the readers' first items wait for all of them.

@@ -13,8 +13,8 @@ const (
 	// writesPerFetch bounds the items fetched or being written, per fetch
 	// slot (Parallel).
 	writesPerFetch = 4
-	// tick is how often the scheduler looks at the jobs when nothing wakes
-	// it: rates are sampled and idle jobs expired.
+	// tick is how often the scheduler samples the jobs' read rates and
+	// expires idle jobs.
 	tick = 250 * time.Millisecond
 	// rateSmoothing weighs a new rate sample.
 	rateSmoothing = 0.3
@@ -62,7 +62,8 @@ type prefetchState struct {
 }
 
 // schedule is the prefetch loop: it tops up every job's window whenever a
-// read, a declaration or a finished prefetch wakes it, and on a tick.
+// declaration or a finished prefetch wakes it, every fillEvery while any
+// job is declared, and on a tick.
 func (r *Registry) schedule() {
 	defer r.wg.Done()
 	r.pf.done = make(chan struct{}, r.cfg.Parallel)
@@ -189,7 +190,8 @@ func (r *Registry) fill() (active bool) {
 	// Fetching, and fetched but being written: those bound together keep
 	// chunks from piling up behind a disk slower than the store.
 	// Idle since the start (a zero idleSince) counts as idle for long.
-	if r.pf.running == 0 && r.cfg.Now().Sub(r.pf.idleSince) >= rampIdle {
+	now := r.cfg.Now()
+	if r.pf.running == 0 && now.Sub(r.pf.idleSince) >= rampIdle {
 		r.pf.ramp = min(rampStart, r.cfg.Parallel)
 	}
 	free := min(r.pf.ramp-r.pf.running, writesPerFetch*r.cfg.Parallel-len(r.pf.inflight))
@@ -204,7 +206,6 @@ func (r *Registry) fill() (active bool) {
 	// Jobs furthest behind their window go first.
 	sort.Slice(jobs, func(a, b int) bool { return jobs[a].scan-jobs[a].frontier < jobs[b].scan-jobs[b].frontier })
 	full := r.cfg.PolicyInstalled && r.full()
-	now := r.cfg.Now()
 	for _, j := range jobs {
 		j.window = r.window(j, now)
 		// Cover the readers' spread (frontier to head) and the window past
