@@ -12,6 +12,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/memory"
 )
@@ -193,4 +195,72 @@ func TestReadersRecycleTheirFlightsBuffer(t *testing.T) {
 	if n := c.bufs.recycled.Load(); n != int64(len(objs)) {
 		t.Fatalf("%d buffers recycled for %d flights joined by readers; want one each", n, len(objs))
 	}
+}
+
+// TestArenaPopulatesAhead: the populator faults the arena in ahead of the
+// buffers carved off it, populateAhead past them and no further, so their
+// first writes don't fault; release stops it.
+func TestArenaPopulatesAhead(t *testing.T) {
+	const size = populateAhead + 64<<20
+	a := newArena(size, 3)
+	if a == nil {
+		t.Fatal("mmap refused")
+	}
+	defer a.release()
+	if got := a.waitPopulated(populateAhead); got != populateAhead {
+		t.Fatalf("populated %d bytes before any buffer was carved off; want %d (MADV_POPULATE_WRITE refused?)", got, populateAhead)
+	}
+	if _, _, due := a.nextPopulate(); due {
+		t.Fatal("more than populateAhead is due before any buffer is carved off")
+	}
+	if r := resident(t, a.mem); r != populateAhead {
+		t.Fatalf("%d bytes resident; the populator reports %d", r, populateAhead)
+	}
+	// Carving off 40 MiB moves the populated mark to 40 MiB + populateAhead.
+	var bufs [][]byte
+	for range 40 << 20 / (256 << 10) {
+		b, ok := a.get(2, 256<<10)
+		if !ok {
+			t.Fatal("arena used up early")
+		}
+		bufs = append(bufs, b)
+	}
+	want := 40<<20 + populateAhead
+	if got := a.waitPopulated(want); got != want {
+		t.Fatalf("populated %d bytes after carving 40 MiB; want %d", got, want)
+	}
+	if _, _, due := a.nextPopulate(); due {
+		t.Fatal("more than populateAhead past the carved-off part is due")
+	}
+	if r := resident(t, a.mem); r != want {
+		t.Fatalf("%d bytes resident; want %d (populated ahead only)", r, want)
+	}
+	for _, b := range bufs {
+		a.put(2, b)
+	}
+	if !a.release() {
+		t.Fatal("release with every buffer back failed")
+	}
+	select {
+	case <-a.stopped:
+	default:
+		t.Fatal("the populator still runs after release")
+	}
+}
+
+// resident counts the bytes of b whose pages are in memory.
+func resident(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+4095)/4096)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	if errno != 0 {
+		t.Fatalf("mincore: %v", errno)
+	}
+	n := 0
+	for _, v := range vec {
+		if v&1 != 0 {
+			n += 4096
+		}
+	}
+	return n
 }
