@@ -207,15 +207,7 @@ func TestArenaPopulatesAhead(t *testing.T) {
 		t.Fatal("mmap refused")
 	}
 	defer a.release()
-	if got := a.waitPopulated(populateAhead); got != populateAhead {
-		t.Fatalf("populated %d bytes before any buffer was carved off; want %d (MADV_POPULATE_WRITE refused?)", got, populateAhead)
-	}
-	if _, _, due := a.nextPopulate(); due {
-		t.Fatal("more than populateAhead is due before any buffer is carved off")
-	}
-	if r := resident(t, a.mem); r != populateAhead {
-		t.Fatalf("%d bytes resident; the populator reports %d", r, populateAhead)
-	}
+	checkPopulated(t, a, populateAhead, "before any buffer was carved off")
 	// Carving off 40 MiB moves the populated mark to 40 MiB + populateAhead.
 	var bufs [][]byte
 	for range 40 << 20 / (256 << 10) {
@@ -225,16 +217,7 @@ func TestArenaPopulatesAhead(t *testing.T) {
 		}
 		bufs = append(bufs, b)
 	}
-	want := 40<<20 + populateAhead
-	if got := a.waitPopulated(want); got != want {
-		t.Fatalf("populated %d bytes after carving 40 MiB; want %d", got, want)
-	}
-	if _, _, due := a.nextPopulate(); due {
-		t.Fatal("more than populateAhead past the carved-off part is due")
-	}
-	if r := resident(t, a.mem); r != want {
-		t.Fatalf("%d bytes resident; want %d (populated ahead only)", r, want)
-	}
+	checkPopulated(t, a, 40<<20+populateAhead, "after carving off 40 MiB")
 	for _, b := range bufs {
 		a.put(2, b)
 	}
@@ -245,6 +228,22 @@ func TestArenaPopulatesAhead(t *testing.T) {
 	case <-a.stopped:
 	default:
 		t.Fatal("the populator still runs after release")
+	}
+}
+
+// checkPopulated waits for the populator to reach want bytes and checks
+// that it stops there (nothing more due) and that exactly those bytes are
+// resident.
+func checkPopulated(t *testing.T, a *arena, want int, when string) {
+	t.Helper()
+	if got := a.waitPopulated(want); got != want {
+		t.Fatalf("%s: populated %d bytes; want %d (MADV_POPULATE_WRITE refused?)", when, got, want)
+	}
+	if _, _, due := a.nextPopulate(); due {
+		t.Fatalf("%s: more than populateAhead past the carved-off part is due", when)
+	}
+	if r := resident(t, a.mem); r != want {
+		t.Fatalf("%s: %d bytes resident; want %d (populated ahead only)", when, r, want)
 	}
 }
 

@@ -71,7 +71,8 @@
 // staging area, or the pool. Pooled buffers live in an arena outside the
 // Go heap, advised for transparent huge pages (arena.go), while it has
 // room: fresh 4 KiB pages cost the daemon more CPU than the copies it
-// makes. Close drains the staging area and unmaps the arena once every
+// makes. The arena's populator goroutine faults it in ahead of use, so no
+// buffer's first write takes a page fault on a goroutine's P. Close drains the staging area and unmaps the arena once every
 // buffer is back. Source.Close cancels the flights started through that
 // source and waits for them, so its backend can be closed after it; a
 // caller from another source that had joined one fetches again.
