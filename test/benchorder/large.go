@@ -18,7 +18,7 @@ import (
 
 // largeRound is one round of the large-file passes.
 type largeRound struct {
-	oneConn, ddMount, ddLocal result
+	oneConn, storePar, ddMount, ddLocal result
 }
 
 // linkNote says how the large file's proxy was shaped (set by shapeLargeLink).
@@ -52,7 +52,8 @@ func runLargeRound(e *env, r int) largeRound {
 	e.recycleMemory()
 	lr.oneConn = oneConn(e, "one connection GET")
 	logf("round %d: one connection %.1f MB/s", r, lr.oneConn.mbPerSec())
-	logf("round %d: 16 parallel 4 MiB ranged GETs (no filesystem): %.1f MB/s", r, parallelRanges(e, 16))
+	lr.storePar = parallelRanges(e, 16)
+	logf("round %d: 16 parallel 4 MiB ranged GETs (no filesystem): %.1f MB/s", r, lr.storePar.mbPerSec())
 	e.recycleMemory()
 	lr.ddMount = ddMount(e, r)
 	logf("round %d: dd through a cold mount %.1f MB/s, %d GETs", r, lr.ddMount.mbPerSec(), lr.ddMount.gets)
@@ -152,11 +153,13 @@ func ddLocal(e *env) result {
 // parallelRanges reads the large object as 4 MiB ranged GETs, par in
 // flight, no filesystem: what the proxy and MinIO give to parallel
 // connections (context for the dd pass, which can't beat it).
-func parallelRanges(e *env, par int) float64 {
+func parallelRanges(e *env, par int) result {
 	const piece = 4 << 20
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Value
+	g0 := e.gets()
+	c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), e.storeCPU()
 	start := time.Now()
 	for range par {
 		wg.Add(1)
@@ -183,8 +186,12 @@ func parallelRanges(e *env, par int) float64 {
 		}()
 	}
 	wg.Wait()
+	el := time.Since(start)
+	cpu, self, store := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0, e.storeCPU()-s0
 	if err, _ := failed.Load().(error); err != nil {
 		e.t.Fatalf("parallel ranged GETs of big/%s: %v", e.largeRel, err)
 	}
-	return float64(e.largeSize) / 1e6 / time.Since(start).Seconds()
+	return result{name: "store, 16 ranged GETs", files: 1, bytes: e.largeSize, elapsed: el, gets: e.gets() - g0,
+		cpu: cpu, procCPU: self, storeCPU: store, stall: -1,
+		note: fmt.Sprintf("%d ranged GetObject of 4 MiB in flight, no filesystem: what the store gives in parallel; context only; proc cpu: this program", par)}
 }

@@ -23,7 +23,7 @@ type row struct {
 func report(e *env, rounds []roundResult) {
 	c := e.cfg
 	var rows []row
-	var declRatio, coldRatio, stallDecl, stallCold, ddRatio []float64
+	var declRatio, coldRatio, stallDecl, stallCold, ddRatio, storeParRatio []float64
 	for _, rr := range rounds {
 		suffix := ""
 		if c.rounds > 1 {
@@ -55,9 +55,11 @@ func report(e *env, rounds []roundResult) {
 			l := rr.large
 			ref := l.oneConn.mbPerSec()
 			add(l.oneConn, "1.00")
+			add(l.storePar, fmt.Sprintf("%.2f", l.storePar.mbPerSec()/ref))
 			add(l.ddMount, fmt.Sprintf("%.2f", l.ddMount.mbPerSec()/ref))
 			add(l.ddLocal, fmt.Sprintf("%.2f", l.ddLocal.mbPerSec()/ref))
 			ddRatio = append(ddRatio, l.ddMount.mbPerSec()/ref)
+			storeParRatio = append(storeParRatio, l.storePar.mbPerSec()/ref)
 		}
 	}
 
@@ -130,6 +132,7 @@ func report(e *env, rounds []roundResult) {
 	}
 	if !c.skipLrg {
 		verdict("dd cold mount / one connection (MB/s)", ddRatio, ">=", 4, "%.2f")
+		fmt.Printf("  context: the store's own 16 parallel ranged GETs / one connection %s\n", list(storeParRatio, "%.2f"))
 	}
 	fmt.Printf("\nreproduce: %s\n", reproduce(e.cfg))
 }
