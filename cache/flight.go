@@ -52,6 +52,12 @@ type flight struct {
 	// without data.
 	readers bool
 	stage   bool
+	// keepRest is set (under flightGroup.mu) when a reader that joined
+	// will read the rest of the chunk next (a sequential stream): the
+	// buffer is then staged for it once every reader is done, rather than
+	// recycled. key names the chunk for the staging area.
+	keepRest bool
+	key      chunkID
 	// refs counts the reading callers that joined and have not released
 	// the flight (flightGroup.release) since: they may still copy from
 	// res.data. ended is set when the flight has left the group with refs
@@ -90,18 +96,20 @@ type flightGroup struct {
 // join returns the flight for key, starting fn on a worker if none runs.
 // A caller that will read res.data says so with reads; the others must not
 // touch it. When the flight ends with no reader joined, its buffer is
-// staged (f.stage) or recycled through free. A foreground caller raises the
+// staged (f.stage) or recycled through free; with readers, it is staged
+// once they are done if one of them said keepRest, else recycled. A foreground caller raises the
 // flight's priority, and raised says it did so for a flight that was
 // already running (the gate must look again).
 //
 // A caller that reads must call release once it no longer uses res.data
 // (whether or not it got to use it).
-func (g *flightGroup) join(key chunkID, prio Priority, reads bool, fn func(*flight)) (f *flight, raised bool) {
+func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn func(*flight)) (f *flight, raised bool) {
 	g.mu.Lock()
 	if f, ok := g.m[key]; ok {
 		if reads {
 			f.readers = true
 			f.refs++
+			f.keepRest = f.keepRest || keepRest
 		}
 		if prio == Foreground && !f.foreground.Swap(true) {
 			raised = true
@@ -112,11 +120,12 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads bool, fn func(*flig
 	if g.m == nil {
 		g.m = make(map[chunkID]*flight)
 	}
-	f = &flight{ready: make(chan struct{}), counted: make(chan struct{}), done: make(chan struct{})}
+	f = &flight{ready: make(chan struct{}), counted: make(chan struct{}), done: make(chan struct{}), key: key}
 	f.foreground.Store(prio == Foreground)
 	if reads {
 		f.readers = true
 		f.refs = 1
+		f.keepRest = keepRest
 	}
 	g.m[key] = f
 	g.mu.Unlock()
@@ -129,12 +138,13 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads bool, fn func(*flig
 		switch data := f.res.data; {
 		case data == nil:
 		case f.refs > 0:
-			// Readers are still copying: the last one recycles.
+			// Readers are still copying: the last one recycles (or
+			// stages).
 			f.ended = true
-		case f.readers:
+		case f.readers && !f.keepRest:
 			// Every reader is done with it.
 			recycle = data
-		case f.stage && g.stage != nil:
+		case (f.stage || f.keepRest) && g.stage != nil:
 			// Staged before the flight leaves g.mu: a reader arriving now
 			// finds it either in the flight or in the staging area.
 			g.stage(key, data)
@@ -151,13 +161,17 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads bool, fn func(*flig
 }
 
 // release ends a reading caller's use of f's result; the last one out of a
-// flight that has ended recycles its buffer.
+// flight that has ended recycles its buffer, or stages it (keepRest).
 func (g *flightGroup) release(f *flight) {
 	g.mu.Lock()
 	f.refs--
-	recycle := f.refs == 0 && f.ended
+	last := f.refs == 0 && f.ended
+	if last && f.keepRest && g.stage != nil {
+		g.stage(f.key, f.res.data)
+		last = false
+	}
 	g.mu.Unlock()
-	if recycle && g.free != nil {
+	if last && g.free != nil {
 		g.free(f.res.data)
 	}
 }

@@ -2,7 +2,12 @@ package cache
 
 import (
 	"bytes"
+	"context"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/backend/memory"
 )
 
 func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
@@ -39,5 +44,68 @@ func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 	// Every buffer left once: aged out or taken.
 	if freed != 201 {
 		t.Fatalf("%d buffers recycled, want 201 (each staged buffer once)", freed)
+	}
+}
+
+// TestStreamReadStagesTheRestOfItsChunk: a stream read that had to wait
+// for its chunk and took only part of it leaves the rest staged for its
+// next reads (which then don't go back to the cache file); a plain read,
+// or a stream read that reached the chunk's end, leaves nothing staged.
+func TestStreamReadStagesTheRestOfItsChunk(t *testing.T) {
+	const chunk = 1 << 20
+	mem := memory.New()
+	objs := putRandom(mem, rand.New(rand.NewPCG(41, 42)), "big%d", 4, 2*chunk)
+	c := openCache(t, t.TempDir(), Options{ChunkSize: chunk})
+	defer c.Close()
+	s := c.Source(mem)
+	ctx := context.Background()
+	staged := func(obj backend.Object, idx int) bool {
+		c.staged.mu.Lock()
+		defer c.staged.mu.Unlock()
+		_, ok := c.staged.m[chunkID{s.ObjectID(obj), idx}]
+		return ok
+	}
+	read := func(obj backend.Object, off, n int64, stream bool) {
+		t.Helper()
+		buf := make([]byte, n)
+		readAt := s.ReadAt
+		if stream {
+			readAt = s.ReadAtStream
+		}
+		if _, err := readAt(ctx, obj, buf, off); err != nil {
+			t.Fatalf("read %s at %d: %v", obj.Key, off, err)
+		}
+		if !bytes.Equal(buf, mem.Data(obj.Key)[off:off+n]) {
+			t.Fatalf("read %s at %d: wrong bytes", obj.Key, off)
+		}
+		c.Settle()
+	}
+
+	// A stream's first quarter: the rest of chunk 0 waits in staging,
+	// where the next quarters are taken from, until the last one.
+	read(objs[0], 0, chunk/4, true)
+	if !staged(objs[0], 0) {
+		t.Fatal("a stream read of a chunk's first quarter left the chunk unstaged")
+	}
+	read(objs[0], chunk/4, chunk/4, true)
+	read(objs[0], chunk/2, chunk/4, true)
+	if !staged(objs[0], 0) {
+		t.Fatal("the chunk left staging before a read reached its end")
+	}
+	read(objs[0], 3*chunk/4, chunk/4, true)
+	if staged(objs[0], 0) {
+		t.Fatal("the chunk is still staged after a read reached its end")
+	}
+
+	// Not a stream, or a stream read of the whole chunk: nothing staged.
+	read(objs[1], 0, chunk/4, false)
+	read(objs[2], 0, chunk, true)
+	read(objs[3], chunk, chunk/2, false)
+	for i, obj := range objs[1:] {
+		for idx := range 2 {
+			if staged(obj, idx) {
+				t.Errorf("%s chunk %d staged after read %d", obj.Key, idx, i+1)
+			}
+		}
 	}
 }

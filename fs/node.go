@@ -177,14 +177,19 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 	if ra := n.m.ra; ra != nil {
 		ra.Observe(n.e.obj, n.id, callerPID(ctx))
 	}
+	read := n.m.src.ReadAt
 	if n.seq != nil {
-		if from, to := n.seq.Observe(off, int64(len(dest)), n.e.obj.Size, n.m.cache.ChunkSize()); from < to {
+		from, to, stream := n.seq.Observe(off, int64(len(dest)), n.e.obj.Size, n.m.cache.ChunkSize())
+		if stream {
+			read = n.m.src.ReadAtStream
+		}
+		if from < to {
 			for idx := from; idx < to; idx++ {
 				n.m.src.Prefetch(n.e.obj, idx)
 			}
 		}
 	}
-	got, err := n.m.src.ReadAt(ctx, n.e.obj, dest, off)
+	got, err := read(ctx, n.e.obj, dest, off)
 	if errno := toErrno(err); errno != 0 {
 		n.m.readFailed(n.e.obj.Key, off, err)
 		return nil, errno

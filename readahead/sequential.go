@@ -35,8 +35,10 @@ const MaxChunks = 8
 
 // Observe records a read of n bytes at off in a file of size bytes split
 // into chunks of chunk bytes, and returns the chunk range [from, to) to
-// prefetch now (empty when none).
-func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int) {
+// prefetch now (empty when none) and whether the read belongs to a
+// sequential stream (its reader will most likely read the rest of its
+// chunk next).
+func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int, stream bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := off - s.next; d < -seqSlack || d > seqSlack {
@@ -49,15 +51,15 @@ func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int) {
 	// A read from the very start of a file is the usual beginning of a
 	// sequential pass: don't wait for the second read to fetch ahead.
 	if (s.run < seqMinRun && off != 0) || chunk <= 0 {
-		return 0, 0
+		return 0, 0, false
 	}
 	last := int((size + chunk - 1) / chunk)
 	cur := int(off / chunk)
 	from = max(s.ahead, cur+1)
 	to = min(cur+1+MaxChunks, last)
 	if from >= to {
-		return 0, 0
+		return 0, 0, true
 	}
 	s.ahead = to
-	return from, to
+	return from, to, true
 }

@@ -11,7 +11,10 @@ func TestSequentialWindow(t *testing.T) {
 	asked := make(map[int]bool)
 	maxAhead := 0
 	for off := int64(0); off < size; off += 128 << 10 {
-		from, to := s.Observe(off, 128<<10, size, chunk)
+		from, to, stream := s.Observe(off, 128<<10, size, chunk)
+		if !stream {
+			t.Fatalf("read at %d of a pass from the start is not a stream", off)
+		}
 		for c := from; c < to; c++ {
 			if asked[c] {
 				t.Fatalf("chunk %d asked for twice", c)
@@ -41,8 +44,8 @@ func TestSequentialWindow(t *testing.T) {
 func TestSequentialRandomReadsDontPrefetch(t *testing.T) {
 	var s Sequential
 	for _, off := range []int64{900 << 20, 10 << 20, 500 << 20, 100 << 20, 700 << 20} {
-		if from, to := s.Observe(off, 128<<10, 1<<30, 4<<20); to > from {
-			t.Fatalf("read at %d prefetched chunks [%d,%d)", off, from, to)
+		if from, to, stream := s.Observe(off, 128<<10, 1<<30, 4<<20); to > from || stream {
+			t.Fatalf("read at %d prefetched chunks [%d,%d) (stream %v)", off, from, to, stream)
 		}
 	}
 }
