@@ -59,23 +59,29 @@
 // joinable until it is stored, so nobody fetches it again meanwhile (warm
 // and prefetch wait for the store, reads don't). Chunks are written with
 // O_DIRECT where block-aligned (direct.go): the reader's page cache (or,
-// under FUSE passthrough, the cache file's) is the one copy in memory. Chunks fetched ahead wait for their reader in a bounded staging
-// area (staging.go).
+// under FUSE passthrough, the cache file's) is the one copy in memory.
+// Chunks fetched ahead wait for their reader in a bounded staging area
+// (staging.go), and so does the rest of a chunk that a sequential reader
+// (Source.ReadAtStream) waited for and took only part of: read back from
+// its O_DIRECT-written file, it would come from the disk.
 //
 // Flights run on reused worker goroutines (workers.go), so their deep stacks
 // stay grown. A flight's buffer comes from a pool (bufpool.go). When the
-// flight is stored and no caller that reads the bytes joined it, the
-// buffer goes back to the pool (warm) or, for a chunk fetched ahead, to the
-// staging area, which recycles it when its reader has taken it or it ages
-// out. A buffer has one holder at a time: readers that joined, or the
-// staging area, or the pool. Pooled buffers live in an arena outside the
-// Go heap, advised for transparent huge pages (arena.go), while it has
-// room: fresh 4 KiB pages cost the daemon more CPU than the copies it
-// makes. The arena's populator goroutine faults it in ahead of use, so no
-// buffer's first write takes a page fault on a goroutine's P. Close drains the staging area and unmaps the arena once every
-// buffer is back. Source.Close cancels the flights started through that
-// source and waits for them, so its backend can be closed after it; a
-// caller from another source that had joined one fetches again.
+// flight is stored and no caller that reads the bytes joined it, the buffer
+// goes back to the pool (warm) or, for a chunk fetched ahead, to the staging
+// area, which recycles it when its reader has taken it or it ages out; with
+// readers, it goes back to the pool once they are done, or to the staging
+// area if one of them was a stream that wants the rest. A buffer has one
+// holder at a time: readers that joined, or the staging area, or the pool.
+// Pooled buffers live in an arena outside the Go heap, advised for
+// transparent huge pages (arena.go), while it has room: fresh 4 KiB pages
+// cost the daemon more CPU than the copies it makes. The arena's populator
+// goroutine faults it in ahead of use, so no buffer's first write takes a
+// page fault on a goroutine's P. Close drains the staging area and unmaps
+// the arena once every buffer is back. Source.Close cancels the flights
+// started through that source and waits for them, so its backend can be
+// closed after it; a caller from another source that had joined one fetches
+// again.
 //
 // A gate bounds backend fetches in flight (Options.FetchSlots). Background
 // fetches (prefetch) never take the last slots, and a waiting foreground
