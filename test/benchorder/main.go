@@ -299,9 +299,9 @@ func setup(e *env) {
 // GETs before the first round. MinIO and toxiproxy seconds after their
 // start still grow their heaps and fault in fresh memory. Serving the
 // large file with 16 ranged GETs in flight, their first pass cost them
-// 3.6-5.0 s of CPU per GB, the fourth 1.9-3.7 s and later rounds about
-// 2.2-2.4 s; without warm-up the rounds' own parallel rate went 200,
-// 280, then 400 MB/s. A remote store is a long-running service: every
+// a median 4.5 s of CPU per GB (24 runs), the fourth 3.3 s and the
+// measured rounds after those 2.2 s (93 rounds); without warm-up the
+// rounds' own parallel rate went 200, 280, then 400 MB/s. A remote store is a long-running service: every
 // round, references included, then meets a warm one.
 func warmStore(e *env) {
 	c := e.cfg
