@@ -79,6 +79,12 @@ func (f *flight) set(res chunkResult, err error) {
 	})
 }
 
+// staged reports whether the flight's buffer, once nobody reads it, goes
+// to the staging area rather than back to the pool: it was fetched ahead
+// of any reader, or a stream reader wants the rest of it. Under
+// flightGroup.mu.
+func (f *flight) staged() bool { return f.keepRest || (f.stage && !f.readers) }
+
 // markCounted closes counted; later calls do nothing.
 func (f *flight) markCounted() { f.countOnce.Do(func() { close(f.counted) }) }
 
@@ -94,12 +100,12 @@ type flightGroup struct {
 }
 
 // join returns the flight for key, starting fn on a worker if none runs.
-// A caller that will read res.data says so with reads; the others must not
-// touch it. When the flight ends with no reader joined, its buffer is
-// staged (f.stage) or recycled through free; with readers, it is staged
-// once they are done if one of them said keepRest, else recycled. A foreground caller raises the
-// flight's priority, and raised says it did so for a flight that was
-// already running (the gate must look again).
+// A caller that will read res.data says so with reads (and keepRest, if it
+// will read the rest of the chunk next); the others must not touch it.
+// Once nobody reads the buffer any more it is staged or recycled through
+// free (see staged). A foreground caller raises the flight's priority, and
+// raised says it did so for a flight that was already running (the gate
+// must look again).
 //
 // A caller that reads must call release once it no longer uses res.data
 // (whether or not it got to use it).
@@ -141,10 +147,7 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn 
 			// Readers are still copying: the last one recycles (or
 			// stages).
 			f.ended = true
-		case f.readers && !f.keepRest:
-			// Every reader is done with it.
-			recycle = data
-		case (f.stage || f.keepRest) && g.stage != nil:
+		case f.staged() && g.stage != nil:
 			// Staged before the flight leaves g.mu: a reader arriving now
 			// finds it either in the flight or in the staging area.
 			g.stage(key, data)
@@ -161,12 +164,12 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn 
 }
 
 // release ends a reading caller's use of f's result; the last one out of a
-// flight that has ended recycles its buffer, or stages it (keepRest).
+// flight that has ended recycles its buffer, or stages it (see staged).
 func (g *flightGroup) release(f *flight) {
 	g.mu.Lock()
 	f.refs--
 	last := f.refs == 0 && f.ended
-	if last && f.keepRest && g.stage != nil {
+	if last && f.staged() && g.stage != nil {
 		g.stage(f.key, f.res.data)
 		last = false
 	}
