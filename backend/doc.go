@@ -15,6 +15,13 @@
 // longer that version, so a caller can never splice old and new bytes of one
 // object together.
 //
+// # Progress
+//
+// A caller that wants to hear of a read's bytes as they arrive, before
+// ReadAt returns, installs a callback with WithProgress; backend/s3 reports
+// each read of a response body. Reporting is optional, so callers settle
+// their accounts when ReadAt returns.
+//
 // # Errors
 //
 // Every error a Backend returns for a failed operation is an *Error whose Kind

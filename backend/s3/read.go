@@ -196,7 +196,11 @@ func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, o
 		want = out.contentLength
 	}
 
-	n, err = io.ReadFull(out.body, p[:want])
+	var body io.Reader = out.body
+	if fn := backend.ProgressOf(ctx); fn != nil {
+		body = progressReader{body, fn}
+	}
+	n, err = io.ReadFull(body, p[:want])
 	switch {
 	case err == nil && int(want) == len(p):
 		return n, false, nil
@@ -209,6 +213,20 @@ func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, o
 		// Content-Length bytes arrived.
 		return 0, true, err
 	}
+}
+
+// progressReader tells fn of each read's bytes (backend.WithProgress).
+type progressReader struct {
+	r  io.Reader
+	fn func(n int)
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.fn(n)
+	}
+	return n, err
 }
 
 // rangeStart parses the first byte position of "bytes 100-199/1000".

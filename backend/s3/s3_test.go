@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,6 +261,14 @@ func testReadAt(t *testing.T, m *minio, bucket string) {
 		if n > 0 && !bytes.Equal(p[:n], data[tc.off:tc.off+int64(n)]) {
 			t.Fatalf("ReadAt(off=%d, len=%d) returned wrong bytes", tc.off, tc.n)
 		}
+	}
+	// Under WithProgress the body's bytes are reported as they arrive:
+	// every one of them, before ReadAt returns.
+	var reported atomic.Int64
+	p := make([]byte, 9000)
+	n, err := b.ReadAt(backend.WithProgress(ctx, func(n int) { reported.Add(int64(n)) }), obj, p, 1000)
+	if err != nil || n != len(p) || reported.Load() != int64(len(p)) {
+		t.Fatalf("ReadAt under WithProgress = %d, %v, %d bytes reported; want %d, nil, %d", n, err, reported.Load(), len(p), len(p))
 	}
 	zero, err := b.Stat(ctx, "zero")
 	if err != nil {
