@@ -479,3 +479,59 @@ func TestWarmReportsFetched(t *testing.T) {
 		t.Fatalf("Warm of a cached chunk = %v, %v, fetched called %d times; want already cached, no fetch", outcome, err, calls)
 	}
 }
+
+// progressBackend reports each read's bytes in 4 KiB pieces through
+// backend.ProgressOf, as backend/s3 does with a response body.
+type progressBackend struct{ backend.Backend }
+
+func (b progressBackend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error) {
+	n, err := b.Backend.ReadAt(ctx, obj, p, off)
+	if fn := backend.ProgressOf(ctx); fn != nil {
+		for i := 0; i < n; i += 4096 {
+			fn(min(4096, n-i))
+		}
+	}
+	return n, err
+}
+
+// TestPrefetchWatchedReportsArrivalsAndEndsOnce: a watched prefetch that
+// fetches hears of every byte from the backend, then ends once, with the
+// chunk stored; one of a cached chunk, or of a chunk out of range, hears
+// of no bytes and still ends once.
+func TestPrefetchWatchedReportsArrivalsAndEndsOnce(t *testing.T) {
+	mem := memory.New()
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(41, 42)), 100<<10))
+	c := openCache(t, t.TempDir(), Options{Capacity: 1 << 30})
+	defer c.Close()
+	s := c.Source(progressBackend{mem})
+	watch := func(idx int) (arrived int64, ends int) {
+		t.Helper()
+		var mu sync.Mutex
+		done := make(chan struct{}, 2)
+		s.PrefetchWatched(obj, idx, func(n int) {
+			mu.Lock()
+			arrived += int64(n)
+			mu.Unlock()
+		}, func() { done <- struct{}{} })
+		<-done
+		c.Settle()
+		mu.Lock()
+		defer mu.Unlock()
+		return arrived, 1 + len(done)
+	}
+	if arrived, ends := watch(0); arrived != obj.Size || ends != 1 {
+		t.Fatalf("watched prefetch of a new chunk: %d bytes arrived, ended %d times; want %d, once", arrived, ends, obj.Size)
+	}
+	if !s.ChunkCached(obj, 0) {
+		t.Fatal("the watched prefetch ended before its chunk was stored")
+	}
+	if arrived, ends := watch(0); arrived != 0 || ends != 1 {
+		t.Fatalf("watched prefetch of a cached chunk: %d bytes arrived, ended %d times; want 0, once", arrived, ends)
+	}
+	if arrived, ends := watch(5); arrived != 0 || ends != 1 {
+		t.Fatalf("watched prefetch out of range: %d bytes arrived, ended %d times; want 0, once", arrived, ends)
+	}
+	if n := mem.Reads.Load(); n != 1 {
+		t.Errorf("%d backend reads, want 1", n)
+	}
+}

@@ -222,6 +222,10 @@ type waitFor struct {
 	stored   bool
 	fetched  func()
 	keepRest bool // a reader's: see chunkRead
+	// arrived, if set, hears of the bytes as they come from the backend
+	// (backend.WithProgress) when this caller's join starts the flight;
+	// a caller that joins one already running hears nothing.
+	arrived func(n int)
 }
 
 // A reader (w.stored unset) gets release, to call once it is done with
@@ -268,7 +272,7 @@ func (s *Source) chunkOnce(ctx context.Context, meta objectMeta, obj backend.Obj
 			return
 		}
 		defer c.fetches.Done()
-		f.set(s.loadChunk(meta, obj, idx, f))
+		f.set(s.loadChunk(meta, obj, idx, f, w.arrived))
 	})
 	if raised {
 		c.gate.kick()
@@ -334,11 +338,30 @@ func (c *Cache) startFetch() bool {
 // cached or in flight, and returns at once. A read of the same chunk joins
 // the same flight (and raises it to foreground).
 func (s *Source) Prefetch(obj backend.Object, idx int) {
+	s.PrefetchWatched(obj, idx, nil, nil)
+}
+
+// PrefetchWatched is Prefetch for a caller that keeps count of the bytes
+// it has in flight (a readahead window over bytes still to arrive):
+// arrived, if set, hears of the chunk's bytes as the backend receives them
+// (see backend.WithProgress: possibly none, possibly more than the chunk
+// when a read is retried), and ended, if set, is called once when the
+// prefetch is over, however it ended (fetched, found cached, joined,
+// failed, or refused because idx is out of range).
+func (s *Source) PrefetchWatched(obj backend.Object, idx int, arrived func(n int), ended func()) {
 	if idx < 0 || idx >= s.NumChunks(obj) {
+		if ended != nil {
+			ended()
+		}
 		return
 	}
 	go func() {
-		if err := s.Fetch(context.Background(), obj, idx, Background, nil); err != nil && !errors.Is(err, ErrClosed) {
+		if ended != nil {
+			defer ended()
+		}
+		meta := metaOf(s.id, obj, s.c.chunkSize)
+		_, _, err := s.chunkWait(context.Background(), meta, obj, idx, Background, waitFor{stored: true, arrived: arrived})
+		if err != nil && !errors.Is(err, ErrClosed) {
 			s.c.log.Debug("cache: prefetch failed", "key", obj.Key, "chunk", idx, "err", err)
 		}
 	}()
@@ -375,7 +398,7 @@ func (s *Source) Cached(obj backend.Object) bool {
 // flight may have just stored the chunk), verifying a chunk loaded from the
 // index before trusting it; otherwise it fetches from the backend and offers
 // the bytes to the cache.
-func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flight) (chunkResult, error) {
+func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flight, arrived func(int)) (chunkResult, error) {
 	c := s.c
 	o, err := c.object(meta)
 	if err != nil {
@@ -394,6 +417,9 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, fetchTimeout)
 	defer cancel()
+	if arrived != nil {
+		ctx = backend.WithProgress(ctx, arrived)
+	}
 	buf := c.bufs.get(int(n))
 	// In flight until stored: tests and stats readers that wait for no
 	// fetches in flight then see the chunk cached.
