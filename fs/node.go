@@ -36,7 +36,10 @@ func (m *Mount) newNode(e *entry) *node {
 			n.id = m.src.ObjectID(e.obj)
 		}
 		if e.obj.Size > m.cache.ChunkSize() {
-			n.seq = new(readahead.Sequential)
+			obj, src := e.obj, m.src
+			n.seq = readahead.NewSequential(obj.Size, m.cache.ChunkSize(), func(idx int, arrived func(int), ended func()) {
+				src.PrefetchWatched(obj, idx, arrived, ended)
+			})
 		}
 	}
 	return n
@@ -179,14 +182,8 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 	}
 	read := n.m.src.ReadAt
 	if n.seq != nil {
-		from, to, stream := n.seq.Observe(off, int64(len(dest)), n.e.obj.Size, n.m.cache.ChunkSize())
-		if stream {
+		if n.seq.Observe(off, int64(len(dest))) {
 			read = n.m.src.ReadAtStream
-		}
-		if from < to {
-			for idx := from; idx < to; idx++ {
-				n.m.src.Prefetch(n.e.obj, idx)
-			}
 		}
 	}
 	got, err := read(ctx, n.e.obj, dest, off)

@@ -35,6 +35,18 @@
 // a declaration that sent Parallel GETs at once, each on a new connection,
 // made the readers' first items wait for all of them.
 //
+// # Large files
+//
+// A Sequential, one per file bigger than a chunk, detects sequential
+// reading (from the first read at offset 0, or two reads in a row) and
+// keeps the chunks past the reader's fetched or in flight, through a
+// Fetcher the file system binds to cache.Source.PrefetchWatched. Its
+// window is over bytes: at most WindowBytes asked for and not yet arrived,
+// at most AheadBytes past the chunk being read. It is topped up on reads
+// and as each fetch reports bytes arrived (backend.WithProgress), so new
+// GETs go out while earlier ones are still delivering rather than in
+// waves behind the reader.
+//
 // # Eviction
 //
 // The Registry's Policy is Belady's rule over the declared orders: the
@@ -50,4 +62,6 @@
 // Registry.mu guards jobs and their progress. The policy's own mutex guards
 // what it knows is cached; it takes Registry.mu (read) before its own,
 // never the other way. Neither is held while calling into the cache.
+// A Sequential's own mutex guards its window; it is not held while
+// calling its Fetcher, and its progress callbacks take it briefly.
 package readahead

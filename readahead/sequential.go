@@ -12,37 +12,70 @@ const (
 	seqMinRun = 2
 )
 
-// Sequential detects sequential reading of one file and says which chunks
-// to fetch ahead. The zero value is ready; it is safe for concurrent use.
+// The sequential window is measured in bytes still to arrive, not in
+// chunks. A window of N chunks past the reader tops up only when the
+// reader moves on, so its chunks start together, share the store's
+// bandwidth evenly, arrive together, and the next wave's GETs then spend
+// their latency with the store idle: dd over a cold 256 MiB file from a
+// store with 20 ms latency got 0.78 of what the store gives 16 parallel
+// ranged GETs with 8 chunks (go run ./test/benchorder --isolate-backend
+// --skip-small), and 16 or 32 chunks did no better. Counting the bytes
+// still to arrive, and starting the next chunk as soon as the ones in
+// flight have delivered enough, keeps GETs starting while others are
+// still delivering (test/models/ddwindow.py models both).
+const (
+	// WindowBytes bounds the bytes a stream has asked for and not yet
+	// received: about 80 ms of a 400 MB/s store, four times its latency.
+	WindowBytes = 32 << 20
+	// AheadBytes bounds how far past the chunk being read a stream fetches,
+	// arrived or not: every chunk fetched ahead holds a buffer until it is
+	// read, and a daemon's fresh buffers are paid for in page faults
+	// (1.5-3 µs per 4 KiB page here).
+	AheadBytes = 64 << 20
+)
+
+// Fetcher starts fetching chunk idx in the background and returns at once.
+// It tells arrived of the chunk's bytes as they come in (possibly never,
+// possibly more than the chunk's length when a read is retried) and calls
+// ended exactly once when the fetch is over, however it ended.
+// cache.Source.PrefetchWatched, bound to one object, is one.
+type Fetcher func(idx int, arrived func(n int), ended func())
+
+// Sequential detects sequential reading of one file and fetches ahead of
+// it: once a stream is established it keeps chunks past the one being
+// read fetched or in flight, at most WindowBytes of them still to arrive
+// and at most AheadBytes past the reader. The window is topped up both on
+// reads and as fetched bytes arrive. It is safe for concurrent use.
 //
-// Once a stream is established the readahead window is MaxChunks chunks
-// past the one being read.
+// Invariant (under mu): left is the sum, over this stream's fetches not
+// yet ended, of the bytes not yet reported arrived; chunks [0, ahead) have
+// been asked for since the stream began.
 type Sequential struct {
-	mu    sync.Mutex
-	next  int64 // where the last read ended
-	run   int   // sequential reads in a row
-	ahead int   // chunks [0, ahead) were already requested
+	size, chunk int64
+	fetch       Fetcher
+
+	mu     sync.Mutex
+	next   int64 // where the last read ended
+	run    int   // sequential reads in a row
+	stream bool  // a stream is established: fetch ahead
+	cur    int   // the chunk the stream's reader is in
+	ahead  int   // chunks [0, ahead) were already asked for
+	left   int64 // bytes asked for and not yet arrived
 }
 
-// MaxChunks is the sequential window, in chunks. Eight 4 MiB chunks in
-// flight already carry several times what one connection does (a 4 MiB
-// GET at 100 MB/s and 20 ms takes ~60 ms: 8 of them move ~550 MB/s). 32
-// did no better and cost more: every chunk in flight holds a buffer, and
-// a daemon's fresh buffers are paid for in page faults (first touch costs
-// 1.5-3 µs per 4 KiB page here): go run ./test/benchorder --skip-small
-// gave the daemon 0.8-1.0 s of CPU per 256 MiB read with 32, 0.6 s with 8.
-const MaxChunks = 8
+// NewSequential returns a detector for a file of size bytes split into
+// chunks of chunk bytes, which fetches ahead through fetch.
+func NewSequential(size, chunk int64, fetch Fetcher) *Sequential {
+	return &Sequential{size: size, chunk: chunk, fetch: fetch}
+}
 
-// Observe records a read of n bytes at off in a file of size bytes split
-// into chunks of chunk bytes, and returns the chunk range [from, to) to
-// prefetch now (empty when none) and whether the read belongs to a
-// sequential stream (its reader will most likely read the rest of its
-// chunk next).
-func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int, stream bool) {
+// Observe records a read of n bytes at off, fetches ahead if it belongs to
+// a stream, and reports whether it does (its reader will most likely read
+// the rest of its chunk next).
+func (s *Sequential) Observe(off, n int64) (stream bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if d := off - s.next; d < -seqSlack || d > seqSlack {
-		s.run, s.ahead = 0, 0
+		s.run, s.ahead, s.cur, s.stream = 0, 0, 0, false
 	}
 	s.run++
 	if end := off + n; end > s.next || s.run == 1 {
@@ -50,16 +83,74 @@ func (s *Sequential) Observe(off, n, size, chunk int64) (from, to int, stream bo
 	}
 	// A read from the very start of a file is the usual beginning of a
 	// sequential pass: don't wait for the second read to fetch ahead.
-	if (s.run < seqMinRun && off != 0) || chunk <= 0 {
-		return 0, 0, false
+	if (s.run < seqMinRun && off != 0) || s.chunk <= 0 {
+		s.mu.Unlock()
+		return false
 	}
-	last := int((size + chunk - 1) / chunk)
-	cur := int(off / chunk)
-	from = max(s.ahead, cur+1)
-	to = min(cur+1+MaxChunks, last)
-	if from >= to {
-		return 0, 0, true
+	s.stream = true
+	// The kernel's concurrent READs arrive a little out of order: the
+	// reader's chunk only moves forward within a stream.
+	s.cur = max(s.cur, int(off/s.chunk))
+	from, to := s.topUpLocked()
+	s.mu.Unlock()
+	s.start(from, to)
+	return true
+}
+
+// topUpLocked picks the chunks [from, to) to fetch now and counts them in
+// flight; s.mu is held.
+func (s *Sequential) topUpLocked() (from, to int) {
+	if !s.stream {
+		return 0, 0
 	}
-	s.ahead = to
-	return from, to, true
+	last := int((s.size + s.chunk - 1) / s.chunk)
+	s.ahead = max(s.ahead, s.cur+1)
+	from = s.ahead
+	for s.ahead < last {
+		n := min(s.chunk, s.size-int64(s.ahead)*s.chunk)
+		// The next chunk past the reader always goes; beyond it, both
+		// bounds hold.
+		if s.ahead > s.cur+1 && (s.left+n > WindowBytes || int64(s.ahead-s.cur)*s.chunk > AheadBytes) {
+			break
+		}
+		s.left += n
+		s.ahead++
+	}
+	return from, s.ahead
+}
+
+// start asks for chunks [from, to), already counted in s.left.
+func (s *Sequential) start(from, to int) {
+	for idx := from; idx < to; idx++ {
+		f := &seqFetch{s: s, want: min(s.chunk, s.size-int64(idx)*s.chunk)}
+		s.fetch(idx, f.arrived, f.ended)
+	}
+}
+
+// seqFetch is one chunk a stream asked for. got (under s.mu) is how much
+// of want has been reported arrived; it never exceeds want.
+type seqFetch struct {
+	s         *Sequential
+	want, got int64
+}
+
+func (f *seqFetch) arrived(n int) { f.settle(int64(n)) }
+
+func (f *seqFetch) ended() { f.settle(f.want) }
+
+// settle counts up to n more of f's bytes as arrived and tops the window
+// up.
+func (f *seqFetch) settle(n int64) {
+	s := f.s
+	s.mu.Lock()
+	take := min(n, f.want-f.got)
+	if take <= 0 {
+		s.mu.Unlock()
+		return
+	}
+	f.got += take
+	s.left -= take
+	from, to := s.topUpLocked()
+	s.mu.Unlock()
+	s.start(from, to)
 }

@@ -1,51 +1,187 @@
 package readahead
 
-import "testing"
+import (
+	"sync"
+	"testing"
+)
+
+const (
+	testChunk = 4 << 20
+	// windowChunks is how many whole test chunks WindowBytes holds.
+	windowChunks = WindowBytes / testChunk
+	aheadChunks  = AheadBytes / testChunk
+)
+
+// fakeFetches records a Sequential's fetches and lets a test deliver
+// their bytes when it chooses.
+type fakeFetches struct {
+	mu      sync.Mutex
+	asked   []int // in the order asked
+	times   map[int]int
+	arrived map[int]func(int)
+	ended   map[int]func()
+}
+
+func newFakeFetches() *fakeFetches {
+	return &fakeFetches{times: map[int]int{}, arrived: map[int]func(int){}, ended: map[int]func(){}}
+}
+
+func (f *fakeFetches) fetch(idx int, arrived func(int), ended func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, idx)
+	f.times[idx]++
+	f.arrived[idx], f.ended[idx] = arrived, ended
+}
+
+// deliver reports n bytes of chunk idx arrived.
+func (f *fakeFetches) deliver(idx, n int) {
+	f.mu.Lock()
+	fn := f.arrived[idx]
+	f.mu.Unlock()
+	fn(n)
+}
+
+// end ends chunk idx's fetch.
+func (f *fakeFetches) end(idx int) {
+	f.mu.Lock()
+	fn := f.ended[idx]
+	delete(f.ended, idx)
+	f.mu.Unlock()
+	fn()
+}
+
+// endAll ends every fetch not yet ended, including those they start.
+func (f *fakeFetches) endAll() {
+	for {
+		f.mu.Lock()
+		idx := -1
+		for i := range f.ended {
+			idx = i
+			break
+		}
+		f.mu.Unlock()
+		if idx < 0 {
+			return
+		}
+		f.end(idx)
+	}
+}
+
+func (f *fakeFetches) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.asked)
+}
+
+func (f *fakeFetches) highest() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := -1
+	for _, c := range f.asked {
+		h = max(h, c)
+	}
+	return h
+}
 
 // TestSequentialWindow: 128 KiB reads straight through a 64-chunk file
-// start a stream at once (the first read is at offset 0), then keep
-// MaxChunks chunks ahead, never asking for a chunk twice or past the end.
+// whose fetches end as soon as they start start a stream at once (the
+// first read is at offset 0), ask for every chunk past the first exactly
+// once and none past the end, and never run more than AheadBytes past the
+// reader.
 func TestSequentialWindow(t *testing.T) {
-	const chunk, size = 4 << 20, 64 * (4 << 20)
-	var s Sequential
-	asked := make(map[int]bool)
+	const size = 64 * testChunk
+	ff := newFakeFetches()
+	s := NewSequential(size, testChunk, ff.fetch)
 	maxAhead := 0
 	for off := int64(0); off < size; off += 128 << 10 {
-		from, to, stream := s.Observe(off, 128<<10, size, chunk)
-		if !stream {
+		if !s.Observe(off, 128<<10) {
 			t.Fatalf("read at %d of a pass from the start is not a stream", off)
 		}
-		for c := from; c < to; c++ {
-			if asked[c] {
-				t.Fatalf("chunk %d asked for twice", c)
-			}
-			if c >= 64 {
-				t.Fatalf("chunk %d is past the end", c)
-			}
-			asked[c] = true
-		}
-		cur := int(off / chunk)
-		if to > from {
-			maxAhead = max(maxAhead, to-1-cur)
-		}
-	}
-	if maxAhead != MaxChunks {
-		t.Errorf("window reached %d chunks ahead, want %d", maxAhead, MaxChunks)
+		ff.endAll()
+		maxAhead = max(maxAhead, ff.highest()-int(off/testChunk))
 	}
 	for c := 1; c < 64; c++ {
-		if !asked[c] {
-			t.Errorf("chunk %d never prefetched", c)
+		if n := ff.times[c]; n != 1 {
+			t.Errorf("chunk %d asked for %d times, want once", c, n)
 		}
+	}
+	if ff.times[0] != 0 || ff.highest() != 63 {
+		t.Errorf("asked for chunk 0 %d times (the reader's own), highest %d; want 0 and 63", ff.times[0], ff.highest())
+	}
+	if maxAhead != aheadChunks {
+		t.Errorf("window reached %d chunks past the reader, want %d", maxAhead, aheadChunks)
+	}
+}
+
+// TestSequentialTopsUpAsBytesArrive: with nothing arrived, a stream asks
+// for WindowBytes of chunks and stops; as the bytes of the chunks in
+// flight come in, without any read, it asks for more, one chunk per chunk
+// of bytes arrived. A window topped up only by reads fetches in waves.
+func TestSequentialTopsUpAsBytesArrive(t *testing.T) {
+	ff := newFakeFetches()
+	s := NewSequential(64*testChunk, testChunk, ff.fetch)
+	s.Observe(0, 1<<20)
+	if got := ff.count(); got != windowChunks {
+		t.Fatalf("a new stream asked for %d chunks, want %d (WindowBytes)", got, windowChunks)
+	}
+	// Half of each of chunks 1-4 arrives: two chunks' worth of bytes.
+	for c := 1; c <= 4; c++ {
+		ff.deliver(c, testChunk/2)
+	}
+	if got := ff.count(); got != windowChunks+2 {
+		t.Fatalf("after two chunks' bytes arrived, %d chunks asked for, want %d", got, windowChunks+2)
+	}
+	// A retried read reports more than its chunk: only the chunk counts.
+	ff.deliver(5, 3*testChunk)
+	if got := ff.count(); got != windowChunks+3 {
+		t.Fatalf("after a chunk reported three times its bytes, %d chunks asked for, want %d", got, windowChunks+3)
+	}
+	// A fetch that ends without reporting (found cached, local backend)
+	// frees the rest of its bytes; one already settled frees nothing.
+	ff.end(6)
+	ff.end(5)
+	if got := ff.count(); got != windowChunks+4 {
+		t.Fatalf("after chunk 6 ended, %d chunks asked for, want %d", got, windowChunks+4)
+	}
+}
+
+// TestSequentialStopsAheadOfAnIdleReader: fetches that end at once never
+// carry the stream more than AheadBytes past a reader that stopped.
+func TestSequentialStopsAheadOfAnIdleReader(t *testing.T) {
+	ff := newFakeFetches()
+	s := NewSequential(64*testChunk, testChunk, ff.fetch)
+	s.Observe(0, 1<<20)
+	ff.endAll()
+	if got := ff.highest(); got != aheadChunks {
+		t.Fatalf("stream ran to chunk %d past a reader in chunk 0, want %d", got, aheadChunks)
+	}
+	s.Observe(1<<20, 1<<20) // same chunk: nothing new
+	if got := ff.highest(); got != aheadChunks {
+		t.Fatalf("a read in the same chunk moved the stream to chunk %d", got)
+	}
+}
+
+// TestSequentialChunkBiggerThanWindow: with chunks bigger than
+// WindowBytes, the chunk past the reader is still fetched.
+func TestSequentialChunkBiggerThanWindow(t *testing.T) {
+	const chunk = 2 * WindowBytes
+	ff := newFakeFetches()
+	s := NewSequential(8*chunk, chunk, ff.fetch)
+	s.Observe(0, 1<<20)
+	if ff.count() != 1 || ff.times[1] != 1 {
+		t.Fatalf("asked for %v, want chunk 1", ff.asked)
 	}
 }
 
 // TestSequentialRandomReadsDontPrefetch: scattered reads never start a
 // stream.
 func TestSequentialRandomReadsDontPrefetch(t *testing.T) {
-	var s Sequential
+	ff := newFakeFetches()
+	s := NewSequential(1<<30, testChunk, ff.fetch)
 	for _, off := range []int64{900 << 20, 10 << 20, 500 << 20, 100 << 20, 700 << 20} {
-		if from, to, stream := s.Observe(off, 128<<10, 1<<30, 4<<20); to > from || stream {
-			t.Fatalf("read at %d prefetched chunks [%d,%d) (stream %v)", off, from, to, stream)
+		if s.Observe(off, 128<<10) || ff.count() > 0 {
+			t.Fatalf("read at %d started a stream (asked for %v)", off, ff.asked)
 		}
 	}
 }
