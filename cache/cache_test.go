@@ -514,7 +514,6 @@ func TestPrefetchWatchedReportsArrivalsAndEndsOnce(t *testing.T) {
 			mu.Unlock()
 		}, func() { done <- struct{}{} })
 		<-done
-		c.Settle()
 		mu.Lock()
 		defer mu.Unlock()
 		return arrived, 1 + len(done)

@@ -37,7 +37,8 @@ const (
 // Fetcher starts fetching chunk idx in the background and returns at once.
 // It tells arrived of the chunk's bytes as they come in (possibly never,
 // possibly more than the chunk's length when a read is retried) and calls
-// ended exactly once when the fetch is over, however it ended.
+// ended exactly once when the fetch is over, however it ended: possibly
+// before the Fetcher returns.
 // cache.Source.PrefetchWatched, bound to one object, is one.
 type Fetcher func(idx int, arrived func(n int), ended func())
 
@@ -47,9 +48,20 @@ type Fetcher func(idx int, arrived func(n int), ended func())
 // and at most AheadBytes past the reader. The window is topped up both on
 // reads and as fetched bytes arrive. It is safe for concurrent use.
 //
-// Invariant (under mu): left is the sum, over this stream's fetches not
-// yet ended, of the bytes not yet reported arrived; chunks [0, ahead) have
-// been asked for since the stream began.
+// The bounds are soft in three ways: the chunk right after the reader's
+// always goes (a chunk bigger than WindowBytes is still fetched); fetches
+// of an earlier stream of the same file still count until they end (a
+// jump shrinks the new stream's window for a while rather than letting
+// both run at full width); and the bytes of a body cut off count as
+// arrived while the backend fetches them again.
+//
+// A stream that has had one read only (the first, at offset 0) goes no
+// further than WindowBytes past it: a job that opens large files to read
+// a header doesn't pull AheadBytes of each.
+//
+// Invariant (under mu): left is the sum, over every fetch this Sequential
+// started and that has not ended, of the bytes not yet reported arrived;
+// chunks [cur+1, ahead) of the current stream have been asked for.
 type Sequential struct {
 	size, chunk int64
 	fetch       Fetcher
@@ -104,13 +116,17 @@ func (s *Sequential) topUpLocked() (from, to int) {
 		return 0, 0
 	}
 	last := int((s.size + s.chunk - 1) / s.chunk)
+	reach := int64(AheadBytes)
+	if s.run < seqMinRun {
+		reach = WindowBytes
+	}
 	s.ahead = max(s.ahead, s.cur+1)
 	from = s.ahead
 	for s.ahead < last {
 		n := min(s.chunk, s.size-int64(s.ahead)*s.chunk)
 		// The next chunk past the reader always goes; beyond it, both
 		// bounds hold.
-		if s.ahead > s.cur+1 && (s.left+n > WindowBytes || int64(s.ahead-s.cur)*s.chunk > AheadBytes) {
+		if s.ahead > s.cur+1 && (s.left+n > WindowBytes || int64(s.ahead-s.cur)*s.chunk > reach) {
 			break
 		}
 		s.left += n

@@ -125,6 +125,7 @@ func TestSequentialTopsUpAsBytesArrive(t *testing.T) {
 	if got := ff.count(); got != windowChunks {
 		t.Fatalf("a new stream asked for %d chunks, want %d (WindowBytes)", got, windowChunks)
 	}
+	s.Observe(1<<20, 1<<20) // a second read confirms the stream
 	// Half of each of chunks 1-4 arrives: two chunks' worth of bytes.
 	for c := 1; c <= 4; c++ {
 		ff.deliver(c, testChunk/2)
@@ -147,16 +148,23 @@ func TestSequentialTopsUpAsBytesArrive(t *testing.T) {
 }
 
 // TestSequentialStopsAheadOfAnIdleReader: fetches that end at once never
-// carry the stream more than AheadBytes past a reader that stopped.
+// carry a stream more than WindowBytes past a reader that has read once
+// (a header probe), nor more than AheadBytes past one that read twice
+// and stopped.
 func TestSequentialStopsAheadOfAnIdleReader(t *testing.T) {
 	ff := newFakeFetches()
 	s := NewSequential(64*testChunk, testChunk, ff.fetch)
 	s.Observe(0, 1<<20)
 	ff.endAll()
+	if got := ff.highest(); got != windowChunks {
+		t.Fatalf("one read at offset 0 carried the stream to chunk %d, want %d", got, windowChunks)
+	}
+	s.Observe(1<<20, 1<<20)
+	ff.endAll()
 	if got := ff.highest(); got != aheadChunks {
 		t.Fatalf("stream ran to chunk %d past a reader in chunk 0, want %d", got, aheadChunks)
 	}
-	s.Observe(1<<20, 1<<20) // same chunk: nothing new
+	s.Observe(2<<20, 1<<20) // same chunk: nothing new
 	if got := ff.highest(); got != aheadChunks {
 		t.Fatalf("a read in the same chunk moved the stream to chunk %d", got)
 	}
