@@ -110,9 +110,9 @@
 // (in the background) load a chunk at a priority; all go through the same
 // flight. Source.PrefetchWatched is Prefetch for a caller that keeps count
 // of its bytes in flight: the backend's progress reports for the flight it
-// starts reach it as they come in. Source.ObjectID names an object version as the Policy sees it,
-// Source.Cached says whether it is wholly cached, Source.OpenCached opens
-// its checked cache file for passthrough. Policy decides admission and
+// starts reach it as they come in. Source.ObjectID names an object version
+// as the Policy sees it, Source.Cached says whether it is wholly cached,
+// Source.OpenCached opens its checked cache file for passthrough. Policy decides admission and
 // victims, so the order-aware policy plugs in without touching the read
 // path.
 package cache

@@ -349,7 +349,8 @@ func (s *Source) Prefetch(obj backend.Object, idx int) {
 // prefetch is over, however it ended (fetched, found cached, joined,
 // failed, or refused because idx is out of range).
 func (s *Source) PrefetchWatched(obj backend.Object, idx int, arrived func(n int), ended func()) {
-	if idx < 0 || idx >= s.NumChunks(obj) {
+	meta := metaOf(s.id, obj, s.c.chunkSize) // hashed once: this runs per chunk ahead
+	if idx < 0 || idx >= meta.numChunks() {
 		if ended != nil {
 			ended()
 		}
@@ -359,7 +360,6 @@ func (s *Source) PrefetchWatched(obj backend.Object, idx int, arrived func(n int
 		if ended != nil {
 			defer ended()
 		}
-		meta := metaOf(s.id, obj, s.c.chunkSize)
 		_, _, err := s.chunkWait(context.Background(), meta, obj, idx, Background, waitFor{stored: true, arrived: arrived})
 		if err != nil && !errors.Is(err, ErrClosed) {
 			s.c.log.Debug("cache: prefetch failed", "key", obj.Key, "chunk", idx, "err", err)

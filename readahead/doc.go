@@ -30,10 +30,10 @@
 // backend slot first, and through the cache's flights, so a prefetch and
 // a read of one chunk make one GET. An item is prefetched only if the
 // policy would admit it: prefetch never evicts data needed sooner than
-// what it brings in. Prefetch starting from
-// idle starts slow (16 in flight, one more per completion, up to Parallel):
-// a declaration that sent Parallel GETs at once, each on a new connection,
-// made the readers' first items wait for all of them.
+// what it brings in. Prefetch starting from idle starts slow (16 in
+// flight, one more per completion, up to Parallel): a declaration that
+// sent Parallel GETs at once, each on a new connection, made the readers'
+// first items wait for all of them.
 //
 // # Large files
 //

@@ -64,6 +64,7 @@ type Fetcher func(idx int, arrived func(n int), ended func())
 // chunks [cur+1, ahead) of the current stream have been asked for.
 type Sequential struct {
 	size, chunk int64
+	chunks      int // the file's chunk count
 	fetch       Fetcher
 
 	mu     sync.Mutex
@@ -71,15 +72,22 @@ type Sequential struct {
 	run    int   // sequential reads in a row
 	stream bool  // a stream is established: fetch ahead
 	cur    int   // the chunk the stream's reader is in
-	ahead  int   // chunks [0, ahead) were already asked for
+	ahead  int   // the next chunk to ask for: those before it need no asking
 	left   int64 // bytes asked for and not yet arrived
 }
 
 // NewSequential returns a detector for a file of size bytes split into
 // chunks of chunk bytes, which fetches ahead through fetch.
 func NewSequential(size, chunk int64, fetch Fetcher) *Sequential {
-	return &Sequential{size: size, chunk: chunk, fetch: fetch}
+	s := &Sequential{size: size, chunk: chunk, fetch: fetch}
+	if chunk > 0 {
+		s.chunks = int((size + chunk - 1) / chunk)
+	}
+	return s
 }
+
+// chunkLen is the length of chunk idx (the last one may be short).
+func (s *Sequential) chunkLen(idx int) int64 { return min(s.chunk, s.size-int64(idx)*s.chunk) }
 
 // Observe records a read of n bytes at off, fetches ahead if it belongs to
 // a stream, and reports whether it does (its reader will most likely read
@@ -115,15 +123,14 @@ func (s *Sequential) topUpLocked() (from, to int) {
 	if !s.stream {
 		return 0, 0
 	}
-	last := int((s.size + s.chunk - 1) / s.chunk)
 	reach := int64(AheadBytes)
 	if s.run < seqMinRun {
 		reach = WindowBytes
 	}
 	s.ahead = max(s.ahead, s.cur+1)
 	from = s.ahead
-	for s.ahead < last {
-		n := min(s.chunk, s.size-int64(s.ahead)*s.chunk)
+	for s.ahead < s.chunks {
+		n := s.chunkLen(s.ahead)
 		// The next chunk past the reader always goes; beyond it, both
 		// bounds hold.
 		if s.ahead > s.cur+1 && (s.left+n > WindowBytes || int64(s.ahead-s.cur)*s.chunk > reach) {
@@ -138,7 +145,7 @@ func (s *Sequential) topUpLocked() (from, to int) {
 // start asks for chunks [from, to), already counted in s.left.
 func (s *Sequential) start(from, to int) {
 	for idx := from; idx < to; idx++ {
-		f := &seqFetch{s: s, want: min(s.chunk, s.size-int64(idx)*s.chunk)}
+		f := &seqFetch{s: s, want: s.chunkLen(idx)}
 		s.fetch(idx, f.arrived, f.ended)
 	}
 }
