@@ -146,6 +146,7 @@ func Open(dir string, opts Options) (*Cache, error) {
 	c.flights.free = c.bufs.put
 	c.flights.stage = c.staged.put
 	c.staged.free = c.bufs.put
+	c.staged.pushedOut = &c.stats.stagedPushedOut
 	if err := c.open(); err != nil {
 		if c.db != nil {
 			c.db.Close()

@@ -1,6 +1,9 @@
 package cache
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // stagingLimit bounds the bytes held by a cache's staging area.
 const stagingLimit = 256 << 20
@@ -14,11 +17,15 @@ const stagingLimit = 256 << 20
 // flights hand theirs over only when no reader joined them. Safe for
 // concurrent use; the byte slices are never modified while staged.
 type staging struct {
-	free  func([]byte) // recycles a buffer that left; may be nil
-	mu    sync.Mutex
-	m     map[chunkID][]byte
-	fifo  []chunkID
-	bytes int64
+	free func([]byte) // recycles a buffer that left; may be nil
+	// pushedOut counts chunks that left unread (beyond stagingLimit): their
+	// readers get them from disk. Readahead outrunning its readers, or more
+	// of it than the area holds, shows here.
+	pushedOut *atomic.Int64
+	mu        sync.Mutex
+	m         map[chunkID][]byte
+	fifo      []chunkID
+	bytes     int64
 }
 
 func (s *staging) put(k chunkID, data []byte) {
@@ -41,6 +48,9 @@ func (s *staging) put(k chunkID, data []byte) {
 			s.bytes -= int64(len(d))
 			delete(s.m, old)
 			s.release(d)
+			if s.pushedOut != nil {
+				s.pushedOut.Add(1)
+			}
 		}
 	}
 	// Keys already taken stay in fifo until compacted away here.

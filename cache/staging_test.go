@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dsmount/dsmount/backend"
@@ -12,7 +13,8 @@ import (
 
 func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 	freed := 0
-	s := staging{free: func([]byte) { freed++ }}
+	var pushedOut atomic.Int64
+	s := staging{free: func([]byte) { freed++ }, pushedOut: &pushedOut}
 	data := bytes.Repeat([]byte{7}, 8<<20)
 	k := chunkID{idx: 1}
 	s.put(k, data)
@@ -29,11 +31,18 @@ func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 	if freed != 1 {
 		t.Fatalf("buffer recycled %d times after its read, want once", freed)
 	}
+	if pushedOut.Load() != 0 {
+		t.Fatalf("%d chunks counted pushed out; none left unread", pushedOut.Load())
+	}
 	for i := range 200 {
 		s.put(chunkID{idx: i}, data)
 	}
 	if s.bytes > stagingLimit || len(s.fifo) > 2*len(s.m)+64 {
 		t.Fatalf("staging holds %d bytes in %d chunks, fifo %d; limit %d bytes", s.bytes, len(s.m), len(s.fifo), stagingLimit)
+	}
+	// The oldest chunks left unread to make room, and were counted.
+	if want := int64(200 - len(s.m)); pushedOut.Load() != want || want == 0 {
+		t.Fatalf("%d chunks counted pushed out, want %d (200 staged, %d still held)", pushedOut.Load(), want, len(s.m))
 	}
 	for i := range 200 {
 		s.take(chunkID{idx: i}, data, 0)

@@ -13,6 +13,7 @@ type counters struct {
 	writeErrors                      atomic.Int64
 	waiting                          atomic.Int64 // readers waiting on a flight now
 	warmChunks                       atomic.Int64 // chunks fetched by Warm
+	stagedPushedOut                  atomic.Int64 // staged chunks that left unread
 }
 
 func (s *counters) hit(n int) {
@@ -38,8 +39,11 @@ type Stats struct {
 	VerifyFailures   int64 // cached chunks that failed their checksum
 	WriteErrors      int64
 	WarmChunks       int64 // chunks fetched by Warm
-	Used, Capacity   int64
-	Waiting          int64 // readers waiting on a chunk verification or fetch now
+	// StagedPushedOut counts chunks fetched ahead that left the staging
+	// area before their reader took them (it was full): read from disk.
+	StagedPushedOut int64
+	Used, Capacity  int64
+	Waiting         int64 // readers waiting on a chunk verification or fetch now
 	// DiskFull: the cache's filesystem is full, so nothing new is cached
 	// until it has room again (see spaceGuard).
 	DiskFull bool
@@ -55,7 +59,8 @@ func (c *Cache) Stats() Stats {
 		FetchesInFlight: s.fetchesInFlight.Load(), Streamed: s.streamed.Load(),
 		Evictions: s.evictions.Load(), VerifyFailures: s.verifyFailures.Load(),
 		WriteErrors: s.writeErrors.Load(), WarmChunks: s.warmChunks.Load(),
-		Waiting: s.waiting.Load(), Used: c.used.Load(), Capacity: c.capacity.Load(),
+		StagedPushedOut: s.stagedPushedOut.Load(),
+		Waiting:         s.waiting.Load(), Used: c.used.Load(), Capacity: c.capacity.Load(),
 		DiskFull: c.space.isFull(),
 	}
 }

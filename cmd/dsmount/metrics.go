@@ -36,6 +36,7 @@ type cacheStats struct {
 	Streamed         int64  `json:"streamed"`
 	VerifyFailures   int64  `json:"verify_failures"`
 	WarmChunks       int64  `json:"warm_chunks"`
+	StagedPushedOut  int64  `json:"staged_pushed_out"`
 	DiskFull         bool   `json:"disk_full"`
 }
 
@@ -45,7 +46,7 @@ func cacheReport(s cache.Stats, cf cacheFlags) cacheStats {
 		Hits: s.Hits, Misses: s.Misses, BytesFromCache: s.BytesFromCache, BytesFromBackend: s.BytesFromBackend,
 		BytesFetched: s.BytesFetched, ChunksFetched: s.ChunksFetched, FetchesInFlight: s.FetchesInFlight,
 		Used: s.Used, Capacity: s.Capacity, Evictions: s.Evictions, Streamed: s.Streamed,
-		VerifyFailures: s.VerifyFailures, WarmChunks: s.WarmChunks, DiskFull: s.DiskFull,
+		VerifyFailures: s.VerifyFailures, WarmChunks: s.WarmChunks, StagedPushedOut: s.StagedPushedOut, DiskFull: s.DiskFull,
 	}
 }
 
@@ -73,6 +74,7 @@ var cacheMetrics = []struct {
 	{"dsmount_cache_evictions_total", "Objects evicted.", true, func(s cache.Stats) int64 { return s.Evictions }},
 	{"dsmount_cache_streamed_chunks_total", "Fetched chunks the policy did not keep.", true, func(s cache.Stats) int64 { return s.Streamed }},
 	{"dsmount_cache_verify_failures_total", "Cached chunks that failed their checksum and were refetched.", true, func(s cache.Stats) int64 { return s.VerifyFailures }},
+	{"dsmount_staged_pushed_out_total", "Chunks fetched ahead that left the staging area unread (it was full); their readers read them from disk.", true, func(s cache.Stats) int64 { return s.StagedPushedOut }},
 	{"dsmount_warm_chunks_total", "Chunks fetched by warm requests.", true, func(s cache.Stats) int64 { return s.WarmChunks }},
 	{"dsmount_cache_disk_full", "1 while the cache's filesystem is full and nothing new is cached.", false, func(s cache.Stats) int64 { return boolInt(s.DiskFull) }},
 }

@@ -276,6 +276,7 @@ type CacheStats struct {
 	Evictions        int64 `json:"evictions"`
 	Streamed         int64 `json:"streamed"`
 	WarmChunks       int64 `json:"warm_chunks"`
+	StagedPushedOut  int64 `json:"staged_pushed_out"`
 	DiskFull         bool  `json:"disk_full"`
 }
 
