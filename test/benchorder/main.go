@@ -42,6 +42,13 @@
 //   - dd from local disk: the same file from the local source directory, its
 //     page cache dropped (fadvise DONTNEED), for context.
 //
+// Streams (--streams N files of --stream-mib, through the large file's
+// proxy; off by default): the store's own 16 ranged GETs over all N files
+// (the reference), and one dd per file, all at once, through one cold
+// mount, as loader workers that each stream their own shard would. The
+// table reports how many chunks fetched ahead were pushed out of the
+// staging area unread (dsmount stats' staged_pushed_out).
+//
 // GETs per pass are MinIO's own count (per-bucket in-flight + finished
 // GetObject). While a mount pass runs, the daemon's dsmount_fetches_in_flight
 // is scraped every --sample-every (its --metrics-addr) to show how many
@@ -110,6 +117,8 @@ type config struct {
 	recycle            bool
 	recycleMiB         int64
 	warmStore          int
+	streams            int
+	streamMiB          int64
 }
 
 // env is what every pass shares: the servers, the binary, the source data.
@@ -138,6 +147,9 @@ type env struct {
 	largeCRC      uint32
 	largeEndpoint string
 	largeClient   *s3.Client
+
+	// streams passes (--streams)
+	streamFiles []streamFile
 }
 
 func main() {
@@ -158,6 +170,8 @@ func main() {
 	flag.Int64Var(&c.largeMiB, "large-mib", 256, "size of the large file in MiB")
 	flag.IntVar(&c.largeLatency, "large-latency", 20, "ms the large file's proxy adds to every answer (no jitter)")
 	flag.Float64Var(&c.largeConnMBs, "large-conn-mbs", 100, "MB/s one connection to the large file's proxy should get (bandwidth toxic if it is faster)")
+	flag.IntVar(&c.streams, "streams", 0, "also read this many large files at once, one dd each, through one cold mount (0: skip; needs the large-file passes)")
+	flag.Int64Var(&c.streamMiB, "stream-mib", 128, "size of each --streams file in MiB")
 	flag.Float64Var(&c.demand, "demand", 0.6, "stall passes: the readers' aggregate demand as a fraction of the ceiling's files/s")
 	flag.StringVar(&c.cacheSize, "cache-size", "20G", "dsmount --cache-size")
 	flag.BoolVar(&c.recycle, "recycle-memory", true, "before every timed pass, touch --recycle-mib of fresh memory and free it (untimed), so each pass starts with recently used memory (testenv.RecycleMemory)")
@@ -185,6 +199,10 @@ func main() {
 	}
 	if c.skipSmall && c.skipLrg {
 		fmt.Fprintln(os.Stderr, "--skip-small and --skip-large: nothing to measure")
+		os.Exit(2)
+	}
+	if c.streams < 0 || c.streamMiB < 1 || (c.streams > 0 && c.skipLrg) {
+		fmt.Fprintln(os.Stderr, "--streams must be 0 or more, --stream-mib positive, and --streams needs the large-file passes (no --skip-large)")
 		os.Exit(2)
 	}
 	if c.warmStore < 0 {
@@ -221,6 +239,9 @@ func main() {
 		}
 		if !c.skipLrg {
 			rr.large = runLargeRound(e, r)
+		}
+		if c.streams > 0 {
+			rr.streams = runStreamsRound(e, r)
 		}
 		rounds = append(rounds, rr)
 	}
@@ -287,6 +308,9 @@ func setup(e *env) {
 		e.largeEndpoint = "http://" + proxy
 		e.largeClient = testenv.NewS3Client(e.largeEndpoint, user, pass)
 		shapeLargeLink(e, proxy)
+		if c.streams > 0 {
+			setupStreams(e)
+		}
 	}
 
 	var err error

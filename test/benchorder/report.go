@@ -9,9 +9,10 @@ import (
 )
 
 type roundResult struct {
-	round int
-	small smallRound
-	large largeRound
+	round   int
+	small   smallRound
+	large   largeRound
+	streams streamsRound
 }
 
 // row is a result as the table shows it, with its ratio to its reference.
@@ -23,7 +24,7 @@ type row struct {
 func report(e *env, rounds []roundResult) {
 	c := e.cfg
 	var rows []row
-	var declRatio, coldRatio, stallDecl, stallCold, ddRatio, storeParRatio []float64
+	var declRatio, coldRatio, stallDecl, stallCold, ddRatio, storeParRatio, streamsRatio []float64
 	for _, rr := range rounds {
 		suffix := ""
 		if c.rounds > 1 {
@@ -61,6 +62,13 @@ func report(e *env, rounds []roundResult) {
 			ddRatio = append(ddRatio, l.ddMount.mbPerSec()/ref)
 			storeParRatio = append(storeParRatio, l.storePar.mbPerSec()/ref)
 		}
+		if c.streams > 0 {
+			s := rr.streams
+			ref := s.storePar.mbPerSec()
+			add(s.storePar, "1.00")
+			add(s.dd, fmt.Sprintf("%.2f", s.dd.mbPerSec()/ref))
+			streamsRatio = append(streamsRatio, s.dd.mbPerSec()/ref)
+		}
 	}
 
 	fmt.Printf("\n%-24s %7s %8s %8s %9s %8s %7s %6s %9s %8s %9s  %s\n",
@@ -82,7 +90,7 @@ func report(e *env, rounds []roundResult) {
 			r.elapsed.Seconds(), fps, r.mbPerSec(), r.gets, r.ratio,
 			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), pcpu, scpu, r.note)
 	}
-	fmt.Printf("ratio: small files, files/s vs the ceiling of the same round; large file, MB/s vs one connection of the same round\n")
+	fmt.Printf("ratio: small files, files/s vs the ceiling of the same round; large file, MB/s vs one connection of the same round; streams, MB/s vs the store's own GETs over the same files in the same round\n")
 	fmt.Printf("cpu busy: cores busy on the whole machine (MinIO, toxiproxy, dd included); proc cpu: this program (GETs) or the dsmount daemon (mount passes); store cpu: MinIO and toxiproxy\n")
 	fmt.Printf("cpus: %s\n", e.cpuNote)
 	if e.cfg.recycle {
@@ -120,6 +128,9 @@ func report(e *env, rounds []roundResult) {
 	if !c.skipLrg {
 		fmt.Printf("large file: %d MiB; %s\n", c.largeMiB, linkNote)
 	}
+	if c.streams > 0 {
+		fmt.Printf("streams: %d files of %d MiB through the large file's proxy, one dd each, all at once\n", c.streams, c.streamMiB)
+	}
 	fmt.Printf("dsmount --chunk-size %s --cache-size %s%s\n", c.chunkSize, c.cacheSize, prefetchNote(c))
 	fmt.Println()
 	if !c.skipSmall {
@@ -133,6 +144,9 @@ func report(e *env, rounds []roundResult) {
 	if !c.skipLrg {
 		verdict("dd cold mount / one connection (MB/s)", ddRatio, ">=", 4, "%.2f")
 		fmt.Printf("  context: the store's own 16 parallel ranged GETs / one connection %s\n", list(storeParRatio, "%.2f"))
+	}
+	if c.streams > 0 {
+		fmt.Printf("  streams: %d dd at once / the store's own 16 GETs over the same files (MB/s) %s (no target)\n", c.streams, list(streamsRatio, "%.2f"))
 	}
 	fmt.Printf("\nreproduce: %s\n", reproduce(e.cfg))
 }

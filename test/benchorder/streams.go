@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+// The streams passes (--streams N) read N large files at once, one dd each,
+// like loader workers that each stream their own shard. Each stream keeps
+// its own window of chunks fetched ahead, and every chunk fetched ahead
+// waits for its reader in the cache's one staging area: what the streams
+// hold ahead together decides whether their chunks wait there or are
+// pushed out to be read back from disk.
+
+// streamFile is one of the streams passes' files.
+type streamFile struct {
+	rel  string // under the source dir and the "streams" prefix
+	size int64
+	crc  uint32
+}
+
+// streamsRound is one round of the streams passes.
+type streamsRound struct {
+	storePar, dd result
+}
+
+// setupStreams generates and uploads --streams files of --stream-mib each
+// under the "streams" prefix. They are served through the large file's
+// proxy, shaped the same.
+func setupStreams(e *env) {
+	c, t := e.cfg, e.t
+	src := filepath.Join(e.work, "src-streams")
+	sizes := make([]int64, c.streams)
+	for i := range sizes {
+		sizes[i] = c.streamMiB << 20
+	}
+	paths := testenv.GenerateDataset(t, src, testenv.DatasetSpec{Seed: 13, LargeFiles: sizes})
+	for _, p := range paths {
+		n, crc, err := testenv.CRCFile(filepath.Join(src, filepath.FromSlash(p)))
+		if err != nil {
+			t.Fatalf("checksum: %v", err)
+		}
+		e.streamFiles = append(e.streamFiles, streamFile{rel: p, size: n, crc: crc})
+	}
+	t0 := time.Now()
+	if err := e.mc.UploadDirErr(context.Background(), bucket, "streams", src, 4); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	logf("streams: %d files of %d MiB, uploaded in %v", c.streams, c.streamMiB, since(t0))
+}
+
+func runStreamsRound(e *env, r int) streamsRound {
+	var sr streamsRound
+	e.recycleMemory()
+	sr.storePar = streamsStorePar(e, 16)
+	logf("round %d: streams: the store's own 16 ranged GETs over the %d files: %.1f MB/s", r, len(e.streamFiles), sr.storePar.mbPerSec())
+	e.recycleMemory()
+	sr.dd = streamsDD(e, r)
+	logf("round %d: streams: %d dd at once through a cold mount: %.1f MB/s in all, %d GETs", r, len(e.streamFiles), sr.dd.mbPerSec(), sr.dd.gets)
+	return sr
+}
+
+// streamsStorePar reads every streams file as 4 MiB ranged GETs, par in
+// flight, no filesystem: what the store gives the streams together.
+func streamsStorePar(e *env, par int) result {
+	const piece = 4 << 20
+	type rng struct {
+		key      string
+		off, end int64
+	}
+	var pieces []rng
+	var total int64
+	for _, f := range e.streamFiles {
+		for off := int64(0); off < f.size; off += piece {
+			pieces = append(pieces, rng{"streams/" + f.rel, off, min(off+piece, f.size) - 1})
+		}
+		total += f.size
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	g0 := e.gets()
+	c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), e.storeCPU()
+	start := time.Now()
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1<<20)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(pieces)) {
+					return
+				}
+				p := pieces[i]
+				out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
+					Bucket: aws.String(bucket), Key: aws.String(p.key), Range: aws.String(fmt.Sprintf("bytes=%d-%d", p.off, p.end))})
+				if err == nil {
+					_, err = io.CopyBuffer(io.Discard, out.Body, buf)
+					out.Body.Close()
+				}
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	cpu, self, store := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0, e.storeCPU()-s0
+	if err, _ := failed.Load().(error); err != nil {
+		e.t.Fatalf("parallel ranged GETs of the streams files: %v", err)
+	}
+	return result{name: "streams: store, 16 GETs", files: int64(len(e.streamFiles)), bytes: total, elapsed: el, gets: e.gets() - g0,
+		cpu: cpu, procCPU: self, storeCPU: store, stall: -1,
+		note: fmt.Sprintf("%d ranged GetObject of 4 MiB in flight over the %d files, no filesystem: the reference; proc cpu: this program", par, len(e.streamFiles))}
+}
+
+// streamsDD runs one dd per streams file, all at once, on a fresh mount and
+// cache dir, then checks every file's bytes through the mount (untimed).
+func streamsDD(e *env, round int) result {
+	t := e.t
+	dir := filepath.Join(e.work, fmt.Sprintf("round%d-streams", round))
+	m, metricsURL := e.startMount(dir, "s3://"+bucket+"/streams", e.largeEndpoint)
+	mp := m.Dir()
+
+	g0 := e.gets()
+	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), e.storeCPU()
+	smp := startSampler(metricsURL, e.cfg.sampleEvery)
+	var wg sync.WaitGroup
+	got := make([]int64, len(e.streamFiles))
+	errs := make([]error, len(e.streamFiles))
+	start := time.Now()
+	for i, f := range e.streamFiles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _, _, errs[i] = testenv.DD(filepath.Join(mp, filepath.FromSlash(f.rel)))
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	cpu, dcpu, store := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, e.storeCPU()-s0
+	gets := e.gets() - g0
+	inFlight := smp.finish()
+	var total int64
+	for i, f := range e.streamFiles {
+		if errs[i] != nil {
+			t.Fatalf("dd through the mount: %v", errs[i])
+		}
+		if got[i] != f.size {
+			t.Fatalf("dd of %s through the mount copied %d bytes; the file has %d", f.rel, got[i], f.size)
+		}
+		total += got[i]
+	}
+	st, err := testenv.StatsErr(e.bin, mp)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	for _, f := range e.streamFiles {
+		_, sum, err := testenv.CRCFile(filepath.Join(mp, filepath.FromSlash(f.rel)))
+		if err != nil {
+			t.Fatalf("re-reading %s through the mount: %v", f.rel, err)
+		}
+		if sum != f.crc {
+			t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", f.rel, sum, f.crc)
+		}
+	}
+	logs := m.ProblemLogs()
+	m.Stop()
+	if err := testenv.SettleKeeping(dir); err != nil {
+		t.Fatalf("settle %s: %v", dir, err)
+	}
+	return result{name: fmt.Sprintf("streams: %d dd at once", len(e.streamFiles)), files: int64(len(e.streamFiles)), bytes: total, elapsed: el,
+		gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs,
+		note: fmt.Sprintf("one dd bs=1M per file, all at once, fresh mount+cache; %d chunks fetched, %d pushed out of staging unread; bytes checked after (CRC-32C); %s",
+			st.Cache.ChunksFetched, st.Cache.StagedPushedOut, inFlight)}
+}
