@@ -63,7 +63,9 @@
 // Chunks fetched ahead wait for their reader in a bounded staging area
 // (staging.go), and so does the rest of a chunk that a sequential reader
 // (Source.ReadAtStream) waited for and took only part of: read back from
-// its O_DIRECT-written file, it would come from the disk.
+// its O_DIRECT-written file, it would come from the disk. Chunks pushed out
+// unread when the area is full are counted (Stats.StagedPushedOut): the
+// readahead that fills it keeps within its share (readahead.Streams).
 //
 // Flights run on reused worker goroutines (workers.go), so their deep stacks
 // stay grown. A flight's buffer comes from a pool (bufpool.go). When the

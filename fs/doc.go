@@ -36,8 +36,10 @@
 // Every read is reported to the mount's readahead.Mount (with the reading
 // process, for job attribution) before it is served; files larger than a
 // chunk have a sequential detector (readahead.Sequential) that prefetches
-// chunks ahead through cache.Source.PrefetchWatched, and a
-// read it takes for part of a stream is served by cache.Source.ReadAtStream.
+// chunks ahead through cache.Source.PrefetchWatched, within its share of
+// the readahead.Streams that every mount on the cache shares
+// (Config.Streams), and a read it takes for part of a stream is served by
+// cache.Source.ReadAtStream.
 //
 // # Errors
 //

@@ -44,6 +44,10 @@ type Config struct {
 	Readahead *readahead.Mount
 	// FastPath is how hot reads are served; "" means FastPathAuto.
 	FastPath FastPath
+	// Streams bounds the sequential readahead of large files; every mount
+	// on one cache should share one, as they share its staging area. Nil:
+	// the mount gets its own, with the default budgets.
+	Streams *readahead.Streams
 }
 
 // MountStats are one mount's figures.
@@ -70,6 +74,7 @@ type Mount struct {
 	src        *cache.Source
 	statsHook  func(*Mount) any
 	ra         *readahead.Mount
+	streams    *readahead.Streams
 	log        *slog.Logger
 	tree       *tree
 	server     *fuse.Server
@@ -104,11 +109,15 @@ func New(cfg Config) *Mount {
 		src:        cfg.Source,
 		statsHook:  cfg.Stats,
 		ra:         cfg.Readahead,
+		streams:    cfg.Streams,
 		log:        log,
 		tree:       t,
 		allowOther: cfg.AllowOther,
 		uid:        uint32(os.Getuid()),
 		gid:        uint32(os.Getgid()),
+	}
+	if m.streams == nil {
+		m.streams = readahead.NewStreams(0, 0)
 	}
 	m.fastPath.Store(resolveFastPath(cfg.FastPath, cfg.Objects))
 	return m

@@ -37,7 +37,7 @@ func (m *Mount) newNode(e *entry) *node {
 		}
 		if e.obj.Size > m.cache.ChunkSize() {
 			obj, src := e.obj, m.src
-			n.seq = readahead.NewSequential(obj.Size, m.cache.ChunkSize(), func(idx int, arrived func(int), ended func()) {
+			n.seq = readahead.NewSequential(obj.Size, m.cache.ChunkSize(), m.streams, func(idx int, arrived func(int), ended func()) {
 				src.PrefetchWatched(obj, idx, arrived, ended)
 			})
 		}

@@ -45,7 +45,12 @@
 // at most AheadBytes past the chunk being read. It is topped up on reads
 // and as each fetch reports bytes arrived (backend.WithProgress), so new
 // GETs go out while earlier ones are still delivering rather than in
-// waves behind the reader.
+// waves behind the reader. The Sequentials of one cache share a Streams:
+// each active stream's bounds are an equal share of budgets for the
+// cache's streams together (128 MiB ahead, 64 MiB to arrive; a lone
+// stream keeps its full window), because the chunks they fetch ahead wait
+// in the cache's one staging area and the store gives no more to dozens
+// of GETs than to sixteen.
 //
 // # Eviction
 //
@@ -63,5 +68,6 @@
 // what it knows is cached; it takes Registry.mu (read) before its own,
 // never the other way. Neither is held while calling into the cache.
 // A Sequential's own mutex guards its window; it is not held while
-// calling its Fetcher, and its progress callbacks take it briefly.
+// calling its Fetcher, and its progress callbacks take it briefly. A
+// Streams' mutex is taken with a Sequential's held, never the other way.
 package readahead

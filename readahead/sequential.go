@@ -45,18 +45,20 @@ type Fetcher func(idx int, arrived func(n int), ended func())
 // Sequential detects sequential reading of one file and fetches ahead of
 // it: once a stream is established it keeps chunks past the one being
 // read fetched or in flight, at most WindowBytes of them still to arrive
-// and at most AheadBytes past the reader. The window is topped up both on
+// and at most AheadBytes past the reader, or its share of a Streams budget
+// when it has one (as of its last read). The window is topped up both on
 // reads and as fetched bytes arrive. It is safe for concurrent use.
 //
-// The bounds are soft in three ways: the chunk right after the reader's
-// always goes (a chunk bigger than WindowBytes is still fetched); fetches
+// The bounds are soft in four ways: the chunk right after the reader's
+// always goes (a chunk bigger than the window is still fetched); fetches
 // of an earlier stream of the same file still count until they end (a
 // jump shrinks the new stream's window for a while rather than letting
-// both run at full width); and the bytes of a body cut off count as
-// arrived while the backend fetches them again.
+// both run at full width); the bytes of a body cut off count as arrived
+// while the backend fetches them again; and chunks asked for while the
+// stream's share was larger stay asked for when it shrinks.
 //
 // A stream that has had one read only (the first, at offset 0) goes no
-// further than WindowBytes past it: a job that opens large files to read
+// further than its window past it: a job that opens large files to read
 // a header doesn't pull AheadBytes of each.
 //
 // Invariant (under mu): left is the sum, over every fetch this Sequential
@@ -66,6 +68,7 @@ type Sequential struct {
 	size, chunk int64
 	chunks      int // the file's chunk count
 	fetch       Fetcher
+	budget      *Streams // shared with the cache's other streams; nil: none
 
 	mu     sync.Mutex
 	next   int64 // where the last read ended
@@ -74,12 +77,16 @@ type Sequential struct {
 	cur    int   // the chunk the stream's reader is in
 	ahead  int   // the next chunk to ask for: those before it need no asking
 	left   int64 // bytes asked for and not yet arrived
+	// reach and window are the stream's bounds: AheadBytes and WindowBytes,
+	// or its share of budget's as of its last read.
+	reach, window int64
 }
 
 // NewSequential returns a detector for a file of size bytes split into
-// chunks of chunk bytes, which fetches ahead through fetch.
-func NewSequential(size, chunk int64, fetch Fetcher) *Sequential {
-	s := &Sequential{size: size, chunk: chunk, fetch: fetch}
+// chunks of chunk bytes, which fetches ahead through fetch, within its
+// share of budget's bounds (nil: AheadBytes and WindowBytes of its own).
+func NewSequential(size, chunk int64, budget *Streams, fetch Fetcher) *Sequential {
+	s := &Sequential{size: size, chunk: chunk, fetch: fetch, budget: budget, reach: AheadBytes, window: WindowBytes}
 	if chunk > 0 {
 		s.chunks = int((size + chunk - 1) / chunk)
 	}
@@ -111,6 +118,14 @@ func (s *Sequential) Observe(off, n int64) (stream bool) {
 	// The kernel's concurrent READs arrive a little out of order: the
 	// reader's chunk only moves forward within a stream.
 	s.cur = max(s.cur, int(off/s.chunk))
+	if s.budget != nil {
+		if s.cur >= s.chunks-1 {
+			// Nothing left to fetch ahead: give the share to the others.
+			s.budget.leave(s)
+		} else {
+			s.reach, s.window = s.budget.share(s, s.run < seqMinRun)
+		}
+	}
 	from, to := s.topUpLocked()
 	s.mu.Unlock()
 	s.start(from, to)
@@ -123,9 +138,9 @@ func (s *Sequential) topUpLocked() (from, to int) {
 	if !s.stream {
 		return 0, 0
 	}
-	reach := int64(AheadBytes)
+	reach := s.reach
 	if s.run < seqMinRun {
-		reach = WindowBytes
+		reach = min(reach, s.window)
 	}
 	s.ahead = max(s.ahead, s.cur+1)
 	from = s.ahead
@@ -133,7 +148,7 @@ func (s *Sequential) topUpLocked() (from, to int) {
 		n := s.chunkLen(s.ahead)
 		// The next chunk past the reader always goes; beyond it, both
 		// bounds hold.
-		if s.ahead > s.cur+1 && (s.left+n > WindowBytes || int64(s.ahead-s.cur)*s.chunk > reach) {
+		if s.ahead > s.cur+1 && (s.left+n > s.window || int64(s.ahead-s.cur)*s.chunk > reach) {
 			break
 		}
 		s.left += n

@@ -92,7 +92,7 @@ func (f *fakeFetches) highest() int {
 func TestSequentialWindow(t *testing.T) {
 	const size = 64 * testChunk
 	ff := newFakeFetches()
-	s := NewSequential(size, testChunk, ff.fetch)
+	s := NewSequential(size, testChunk, nil, ff.fetch)
 	maxAhead := 0
 	for off := int64(0); off < size; off += 128 << 10 {
 		if !s.Observe(off, 128<<10) {
@@ -120,7 +120,7 @@ func TestSequentialWindow(t *testing.T) {
 // of bytes arrived. A window topped up only by reads fetches in waves.
 func TestSequentialTopsUpAsBytesArrive(t *testing.T) {
 	ff := newFakeFetches()
-	s := NewSequential(64*testChunk, testChunk, ff.fetch)
+	s := NewSequential(64*testChunk, testChunk, nil, ff.fetch)
 	s.Observe(0, 1<<20)
 	if got := ff.count(); got != windowChunks {
 		t.Fatalf("a new stream asked for %d chunks, want %d (WindowBytes)", got, windowChunks)
@@ -153,7 +153,7 @@ func TestSequentialTopsUpAsBytesArrive(t *testing.T) {
 // and stopped.
 func TestSequentialStopsAheadOfAnIdleReader(t *testing.T) {
 	ff := newFakeFetches()
-	s := NewSequential(64*testChunk, testChunk, ff.fetch)
+	s := NewSequential(64*testChunk, testChunk, nil, ff.fetch)
 	s.Observe(0, 1<<20)
 	ff.endAll()
 	if got := ff.highest(); got != windowChunks {
@@ -175,7 +175,7 @@ func TestSequentialStopsAheadOfAnIdleReader(t *testing.T) {
 func TestSequentialChunkBiggerThanWindow(t *testing.T) {
 	const chunk = 2 * WindowBytes
 	ff := newFakeFetches()
-	s := NewSequential(8*chunk, chunk, ff.fetch)
+	s := NewSequential(8*chunk, chunk, nil, ff.fetch)
 	s.Observe(0, 1<<20)
 	if ff.count() != 1 || ff.times[1] != 1 {
 		t.Fatalf("asked for %v, want chunk 1", ff.asked)
@@ -186,7 +186,7 @@ func TestSequentialChunkBiggerThanWindow(t *testing.T) {
 // stream.
 func TestSequentialRandomReadsDontPrefetch(t *testing.T) {
 	ff := newFakeFetches()
-	s := NewSequential(1<<30, testChunk, ff.fetch)
+	s := NewSequential(1<<30, testChunk, nil, ff.fetch)
 	for _, off := range []int64{900 << 20, 10 << 20, 500 << 20, 100 << 20, 700 << 20} {
 		if s.Observe(off, 128<<10) || ff.count() > 0 {
 			t.Fatalf("read at %d started a stream (asked for %v)", off, ff.asked)

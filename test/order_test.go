@@ -233,3 +233,56 @@ func TestSequentialLargeFileReadahead(t *testing.T) {
 		t.Errorf("sequential read of %s: %d GETs; want one per chunk, %d", warmLarge, got, want)
 	}
 }
+
+// TestConcurrentStreamsReadahead: six large files read at once, one
+// sequential reader each, through one cold mount: their streams share the
+// cache's readahead budgets (each gets a sixth, which binds here: 21 MiB
+// ahead of 24 MiB files, in 1 MiB chunks). Every file comes back
+// byte-exact with exactly one GET per chunk in all: shrinking shares
+// neither lose chunks nor fetch any twice.
+func TestConcurrentStreamsReadahead(t *testing.T) {
+	f := warmData(t)
+	const files, size = 6, 24 << 20
+	src := t.TempDir()
+	sizes := make([]int64, files)
+	for i := range sizes {
+		sizes[i] = size
+	}
+	paths := testenv.GenerateDataset(t, src, testenv.DatasetSpec{Seed: 77, LargeFiles: sizes})
+	if err := f.m(t).UploadDirErr(t.Context(), warmBucket, "streams", src, 4); err != nil {
+		t.Fatal(err)
+	}
+	mp, cacheDir := t.TempDir(), t.TempDir()
+	mountWarm(t, f, f.minio.Endpoint(), "streams", mp, cacheDir, "--cache-size", "1G")
+	g0 := f.gets(t)
+	errs := make(chan error, files)
+	for _, p := range paths {
+		go func() {
+			file, err := os.Open(mpPath(mp, p))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer file.Close()
+			var data []byte
+			buf := make([]byte, 256<<10)
+			for {
+				n, err := file.Read(buf)
+				data = append(data, buf[:n]...)
+				if n == 0 || err != nil {
+					break
+				}
+			}
+			errs <- testenv.CompareFile(src, p, data)
+		}()
+	}
+	for range paths {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	waitNoFetches(t, mp)
+	if got, want := f.gets(t)-g0, int64(files)*chunksOf(size); got != want {
+		t.Errorf("%d concurrent sequential readers: %d GETs; want one per chunk, %d", files, got, want)
+	}
+}

@@ -34,6 +34,7 @@ const socketName = "dsmount.sock"
 type daemon struct {
 	cache   *cache.Cache
 	ra      *readahead.Registry
+	streams *readahead.Streams // every mount's large-file readahead: they share the cache's staging area
 	opts    cacheFlags
 	log     *slog.Logger
 	ln      net.Listener
@@ -103,7 +104,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 		}
 		c.SetCapacity(capacity)
 	}
-	d := &daemon{cache: c, ra: ra, opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}, pending: map[string]bool{}}
+	d := &daemon{cache: c, ra: ra, streams: readahead.NewStreams(0, 0), opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}, pending: map[string]bool{}}
 	sock := filepath.Join(cf.dir, socketName)
 	os.Remove(sock) // stale: whoever made it no longer holds the cache lock
 	ln, err := net.Listen("unix", sock)
@@ -174,7 +175,7 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 		src.Close()
 		b.Close()
 	}
-	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath})
+	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams})
 	reportSkipped(d.log, m.Skipped())
 	if err := m.Serve(req.Mountpoint); err != nil {
 		release()
