@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,19 +212,9 @@ func TestSequentialLargeFileReadahead(t *testing.T) {
 	mp, cacheDir := t.TempDir(), t.TempDir()
 	mountWarm(t, f, f.minio.Endpoint(), warmPrefix, mp, cacheDir, "--cache-size", "1G")
 	g0 := f.gets(t)
-	file, err := os.Open(mpPath(mp, warmLarge))
+	data, err := readInSteps(mpPath(mp, warmLarge), 1<<20)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer file.Close()
-	var data []byte
-	buf := make([]byte, 1<<20)
-	for {
-		n, err := file.Read(buf)
-		data = append(data, buf[:n]...)
-		if n == 0 || err != nil {
-			break
-		}
 	}
 	if err := testenv.CompareFile(f.src, warmLarge, data); err != nil {
 		t.Fatal(err)
@@ -258,22 +249,11 @@ func TestConcurrentStreamsReadahead(t *testing.T) {
 	errs := make(chan error, files)
 	for _, p := range paths {
 		go func() {
-			file, err := os.Open(mpPath(mp, p))
-			if err != nil {
-				errs <- err
-				return
+			data, err := readInSteps(mpPath(mp, p), 256<<10)
+			if err == nil {
+				err = testenv.CompareFile(src, p, data)
 			}
-			defer file.Close()
-			var data []byte
-			buf := make([]byte, 256<<10)
-			for {
-				n, err := file.Read(buf)
-				data = append(data, buf[:n]...)
-				if n == 0 || err != nil {
-					break
-				}
-			}
-			errs <- testenv.CompareFile(src, p, data)
+			errs <- err
 		}()
 	}
 	for range paths {
@@ -284,5 +264,27 @@ func TestConcurrentStreamsReadahead(t *testing.T) {
 	waitNoFetches(t, mp)
 	if got, want := f.gets(t)-g0, int64(files)*chunksOf(size); got != want {
 		t.Errorf("%d concurrent sequential readers: %d GETs; want one per chunk, %d", files, got, want)
+	}
+}
+
+// readInSteps reads the file at path from start to end with reads of step
+// bytes, as a sequential reader (dd bs=step) would.
+func readInSteps(path string, step int) ([]byte, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	var data []byte
+	buf := make([]byte, step)
+	for {
+		n, err := file.Read(buf)
+		data = append(data, buf[:n]...)
+		if err == io.EOF || (n == 0 && err == nil) {
+			return data, nil
+		}
+		if err != nil {
+			return data, err
+		}
 	}
 }

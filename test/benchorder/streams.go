@@ -3,14 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -73,58 +68,17 @@ func runStreamsRound(e *env, r int) streamsRound {
 // streamsStorePar reads every streams file as 4 MiB ranged GETs, par in
 // flight, no filesystem: what the store gives the streams together.
 func streamsStorePar(e *env, par int) result {
-	const piece = 4 << 20
-	type rng struct {
-		key      string
-		off, end int64
-	}
-	var pieces []rng
-	var total int64
+	var gets []rangeGet
 	for _, f := range e.streamFiles {
-		for off := int64(0); off < f.size; off += piece {
-			pieces = append(pieces, rng{"streams/" + f.rel, off, min(off+piece, f.size) - 1})
-		}
-		total += f.size
+		gets = append(gets, pieces("streams/"+f.rel, f.size)...)
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	g0 := e.gets()
-	c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), e.storeCPU()
-	start := time.Now()
-	for range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 1<<20)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(pieces)) {
-					return
-				}
-				p := pieces[i]
-				out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
-					Bucket: aws.String(bucket), Key: aws.String(p.key), Range: aws.String(fmt.Sprintf("bytes=%d-%d", p.off, p.end))})
-				if err == nil {
-					_, err = io.CopyBuffer(io.Discard, out.Body, buf)
-					out.Body.Close()
-				}
-				if err != nil {
-					failed.Store(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	cpu, self, store := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0, e.storeCPU()-s0
-	if err, _ := failed.Load().(error); err != nil {
+	r, err := rangedGets(e, gets, par)
+	if err != nil {
 		e.t.Fatalf("parallel ranged GETs of the streams files: %v", err)
 	}
-	return result{name: "streams: store, 16 GETs", files: int64(len(e.streamFiles)), bytes: total, elapsed: el, gets: e.gets() - g0,
-		cpu: cpu, procCPU: self, storeCPU: store, stall: -1,
-		note: fmt.Sprintf("%d ranged GetObject of 4 MiB in flight over the %d files, no filesystem: the reference; proc cpu: this program", par, len(e.streamFiles))}
+	r.name, r.files = "streams: store, 16 GETs", int64(len(e.streamFiles))
+	r.note = fmt.Sprintf("%d ranged GetObject of 4 MiB in flight over the %d files, no filesystem: the reference; proc cpu: this program", par, len(e.streamFiles))
+	return r
 }
 
 // streamsDD runs one dd per streams file, all at once, on a fresh mount and
