@@ -63,8 +63,11 @@
 // Chunks fetched ahead wait for their reader in a bounded staging area
 // (staging.go), and so does the rest of a chunk that a sequential reader
 // (Source.ReadAtStream) waited for and took only part of: read back from
-// its O_DIRECT-written file, it would come from the disk. Chunks pushed out
-// unread when the area is full are counted (Stats.StagedPushedOut): the
+// its O_DIRECT-written file, it would come from the disk. A staged chunk
+// leaves once as many bytes as it holds have been taken, counting those
+// its flight's readers took before it was staged: the kernel's concurrent
+// READs of one chunk come in any order. Chunks pushed out with bytes
+// untaken when the area is full are counted (Stats.StagedPushedOut): the
 // readahead that fills it keeps within its share (readahead.Streams).
 //
 // Flights run on reused worker goroutines (workers.go), so their deep stacks
@@ -73,7 +76,8 @@
 // goes back to the pool (warm) or, for a chunk fetched ahead, to the staging
 // area, which recycles it when its reader has taken it or it ages out; with
 // readers, it goes back to the pool once they are done, or to the staging
-// area if one of them was a stream that wants the rest. A buffer has one
+// area with what they left untaken if it was fetched ahead or one of them
+// was a stream that wants the rest. A buffer has one
 // holder at a time: readers that joined, or the staging area, or the pool.
 // Pooled buffers live in an arena outside the Go heap, advised for
 // transparent huge pages (arena.go), while it has room: fresh 4 KiB pages

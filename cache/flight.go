@@ -44,14 +44,16 @@ type flight struct {
 	// a prefetch that a read has caught up with waits at the read's
 	// priority.
 	foreground atomic.Bool
-	// readers is set (under flightGroup.mu) when a caller that reads
-	// res.data joins; stage is set by the flight when its chunk was fetched
-	// ahead of any reader. When the flight ends with no reader joined, its
-	// buffer goes to the staging area (stage) or back to the pool: nobody
-	// else can reach it then, since callers that don't read get res
-	// without data.
-	readers bool
-	stage   bool
+	// ahead is set when a background caller (readahead, prefetch) started
+	// the flight; stage is set by the flight when it fetched the chunk
+	// from the backend for such a caller, even if a reader joined since.
+	// Once the flight's readers are done, the bytes they did not take wait
+	// for theirs in the staging area (stage); otherwise the buffer goes
+	// back to the pool: nobody else can reach it then, since callers that
+	// don't read get res without data. ahead is set before the flight
+	// runs; stage before its result is published.
+	ahead bool
+	stage bool
 	// keepRest is set (under flightGroup.mu) when a reader that joined
 	// will read the rest of the chunk next (a sequential stream): the
 	// buffer is then staged for it once every reader is done, rather than
@@ -68,6 +70,13 @@ type flight struct {
 	// per 10,000 small files.
 	refs  int
 	ended bool
+	// took sums the bytes its readers copied out (under flightGroup.mu):
+	// a staged buffer keeps only what is still to be read. A stream's
+	// reads of one chunk come concurrently and in any order; the one at
+	// the chunk's end may be served here, before the chunk is staged, and
+	// the rest then must not wait in the staging area for a read that
+	// already happened.
+	took int64
 }
 
 // set publishes the flight's result to its waiters; only the first call
@@ -81,9 +90,10 @@ func (f *flight) set(res chunkResult, err error) {
 
 // staged reports whether the flight's buffer, once nobody reads it, goes
 // to the staging area rather than back to the pool: it was fetched ahead
-// of any reader, or a stream reader wants the rest of it. Under
-// flightGroup.mu.
-func (f *flight) staged() bool { return f.keepRest || (f.stage && !f.readers) }
+// of its readers, or a stream reader wants the rest of it. The staging
+// area keeps it only if some of its bytes were not taken yet (took).
+// Under flightGroup.mu.
+func (f *flight) staged() bool { return f.keepRest || f.stage }
 
 // markCounted closes counted; later calls do nothing.
 func (f *flight) markCounted() { f.countOnce.Do(func() { close(f.counted) }) }
@@ -93,8 +103,8 @@ var errFlightUnset = errors.New("cache: flight ended without a result")
 // flightGroup runs at most one flight per key, each on one of its workers.
 type flightGroup struct {
 	workers *workers
-	free    func([]byte)          // recycles a flight's buffer nobody else holds
-	stage   func(chunkID, []byte) // hands one to the staging area
+	free    func([]byte)                 // recycles a flight's buffer nobody else holds
+	stage   func(chunkID, []byte, int64) // hands one to the staging area, with the bytes its readers took
 	mu      sync.Mutex
 	m       map[chunkID]*flight
 }
@@ -108,12 +118,11 @@ type flightGroup struct {
 // must look again).
 //
 // A caller that reads must call release once it no longer uses res.data
-// (whether or not it got to use it).
+// (whether or not it got to use it), saying how many bytes it took.
 func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn func(*flight)) (f *flight, raised bool) {
 	g.mu.Lock()
 	if f, ok := g.m[key]; ok {
 		if reads {
-			f.readers = true
 			f.refs++
 			f.keepRest = f.keepRest || keepRest
 		}
@@ -126,10 +135,9 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn 
 	if g.m == nil {
 		g.m = make(map[chunkID]*flight)
 	}
-	f = &flight{ready: make(chan struct{}), counted: make(chan struct{}), done: make(chan struct{}), key: key}
+	f = &flight{ready: make(chan struct{}), counted: make(chan struct{}), done: make(chan struct{}), key: key, ahead: prio == Background}
 	f.foreground.Store(prio == Foreground)
 	if reads {
-		f.readers = true
 		f.refs = 1
 		f.keepRest = keepRest
 	}
@@ -150,7 +158,7 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn 
 		case f.staged() && g.stage != nil:
 			// Staged before the flight leaves g.mu: a reader arriving now
 			// finds it either in the flight or in the staging area.
-			g.stage(key, data)
+			g.stage(key, data, f.took)
 		default:
 			recycle = data
 		}
@@ -163,14 +171,16 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn 
 	return f, false
 }
 
-// release ends a reading caller's use of f's result; the last one out of a
-// flight that has ended recycles its buffer, or stages it (see staged).
-func (g *flightGroup) release(f *flight) {
+// release ends a reading caller's use of f's result, of which it took
+// (copied) took bytes; the last one out of a flight that has ended
+// recycles its buffer, or stages it (see staged).
+func (g *flightGroup) release(f *flight, took int) {
 	g.mu.Lock()
 	f.refs--
+	f.took += int64(took)
 	last := f.refs == 0 && f.ended
 	if last && f.staged() && g.stage != nil {
-		g.stage(f.key, f.res.data)
+		g.stage(f.key, f.res.data, f.took)
 		last = false
 	}
 	g.mu.Unlock()

@@ -166,8 +166,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 	if err != nil {
 		return err
 	}
-	copy(dst, res.data[inner:])
-	release()
+	release(copy(dst, res.data[inner:]))
 	if res.fromBackend {
 		c.stats.miss(len(dst))
 		s.stats.miss(len(dst))
@@ -196,7 +195,7 @@ type chunkResult struct {
 //
 // keepRest says the reader will read the rest of the chunk next: the
 // flight then stages its buffer when done instead of recycling it.
-func (s *Source) chunkRead(ctx context.Context, meta objectMeta, obj backend.Object, idx int, keepRest bool) (res chunkResult, release func(), err error) {
+func (s *Source) chunkRead(ctx context.Context, meta objectMeta, obj backend.Object, idx int, keepRest bool) (res chunkResult, release func(took int), err error) {
 	return s.chunkWait(ctx, meta, obj, idx, Foreground, waitFor{keepRest: keepRest})
 }
 
@@ -228,22 +227,22 @@ type waitFor struct {
 	arrived func(n int)
 }
 
-// A reader (w.stored unset) gets release, to call once it is done with
-// res.data; others get a no-op.
-func (s *Source) chunkWait(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (res chunkResult, release func(), err error) {
+// A reader (w.stored unset) gets release, to call with the bytes of
+// res.data it took once it is done with them; others get a no-op.
+func (s *Source) chunkWait(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (res chunkResult, release func(took int), err error) {
 	if s.isClosed() {
 		return chunkResult{}, nil, errSourceClosed
 	}
 	for {
 		res, f, err := s.chunkOnce(ctx, meta, obj, idx, prio, w)
-		release := func() {}
+		release := func(int) {}
 		if !w.stored {
-			release = func() { s.c.flights.release(f) }
+			release = func(took int) { s.c.flights.release(f, took) }
 		}
 		if err == nil {
 			return res, release, nil
 		}
-		release()
+		release(0)
 		if err != errSourceClosed || s.isClosed() {
 			return res, nil, err
 		}
@@ -448,9 +447,9 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	c.stats.bytesFetched.Add(int64(len(buf)))
 	c.stats.chunksFetched.Add(1)
 	res := chunkResult{data: buf, fromBackend: true}
-	// Fetched ahead: unless a reader joins meanwhile, the bytes wait for
-	// theirs in the staging area once stored.
-	f.stage = !f.foreground.Load()
+	// Fetched ahead: what readers joining meanwhile don't take waits for
+	// its readers in the staging area once stored.
+	f.stage = f.ahead
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.
 	f.set(res, nil)

@@ -11,43 +11,57 @@ const stagingLimit = 256 << 20
 // staging holds chunks fetched ahead (prefetch, sequential readahead)
 // between their fetch and their reader. Chunks are written to disk with
 // O_DIRECT, so they are not in the page cache; the reader takes them from
-// here instead of reading them back from disk. A chunk leaves when a read
-// reaches its end, or first in first out beyond stagingLimit; its buffer
-// then goes back to the pool. The staging area is a buffer's only holder:
-// flights hand theirs over only when no reader joined them. Safe for
-// concurrent use; the byte slices are never modified while staged.
+// here instead of reading them back from disk. A chunk leaves once as many
+// bytes as it holds have been taken (by reads here, and by those its
+// flight served before staging it), or first in first out beyond
+// stagingLimit; its buffer then goes back to the pool. Counting bytes
+// rather than waiting for a read at the chunk's end keeps the kernel's
+// concurrent READs of one chunk, which arrive in any order, from either
+// dropping it before its earlier parts are read or leaving it behind once
+// they all are. A byte read twice (two readers of one file) counts twice:
+// the chunk may leave early and the second reader goes to disk, never to
+// wrong bytes. The staging area is a buffer's only holder: flights hand
+// theirs over only when no reader joined them. Safe for concurrent use;
+// the byte slices are never modified while staged.
 type staging struct {
 	free func([]byte) // recycles a buffer that left; may be nil
-	// pushedOut counts chunks that left unread (beyond stagingLimit): their
-	// readers get them from disk. Readahead outrunning its readers, or more
-	// of it than the area holds, shows here.
+	// pushedOut counts chunks that left with bytes never taken (beyond
+	// stagingLimit): their readers get them from disk. Readahead
+	// outrunning its readers, or more of it than the area holds, shows
+	// here.
 	pushedOut *atomic.Int64
 	mu        sync.Mutex
-	m         map[chunkID][]byte
+	m         map[chunkID]*stagedChunk
 	fifo      []chunkID
 	bytes     int64
 }
 
-func (s *staging) put(k chunkID, data []byte) {
+// stagedChunk is a chunk's bytes and how many of them are yet to be taken.
+type stagedChunk struct {
+	data []byte
+	left int64
+}
+
+// put stages data as chunk k, of which took bytes have already been read;
+// a chunk read whole already goes straight back to the pool.
+func (s *staging) put(k chunkID, data []byte, took int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[chunkID][]byte)
+		s.m = make(map[chunkID]*stagedChunk)
 	}
-	if _, ok := s.m[k]; ok {
+	if _, ok := s.m[k]; ok || took >= int64(len(data)) {
 		s.release(data)
 		return
 	}
-	s.m[k] = data
+	s.m[k] = &stagedChunk{data: data, left: int64(len(data)) - took}
 	s.fifo = append(s.fifo, k)
 	s.bytes += int64(len(data))
 	for s.bytes > stagingLimit && len(s.fifo) > 0 {
 		old := s.fifo[0]
 		s.fifo = s.fifo[1:]
-		if d, ok := s.m[old]; ok {
-			s.bytes -= int64(len(d))
-			delete(s.m, old)
-			s.release(d)
+		if sc, ok := s.m[old]; ok {
+			s.drop(old, sc)
 			if s.pushedOut != nil {
 				s.pushedOut.Add(1)
 			}
@@ -66,21 +80,26 @@ func (s *staging) put(k chunkID, data []byte) {
 }
 
 // take copies the chunk's bytes at inner into dst if staged, dropping the
-// chunk once dst reaches its end.
+// chunk once all of its bytes have been taken.
 func (s *staging) take(k chunkID, dst []byte, inner int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	data, ok := s.m[k]
+	sc, ok := s.m[k]
 	if !ok {
 		return false
 	}
-	copy(dst, data[inner:])
-	if inner+int64(len(dst)) >= int64(len(data)) {
-		delete(s.m, k)
-		s.bytes -= int64(len(data))
-		s.release(data)
+	sc.left -= int64(copy(dst, sc.data[inner:]))
+	if sc.left <= 0 {
+		s.drop(k, sc)
 	}
 	return true
+}
+
+// drop removes chunk k and recycles its buffer. Under s.mu.
+func (s *staging) drop(k chunkID, sc *stagedChunk) {
+	delete(s.m, k)
+	s.bytes -= int64(len(sc.data))
+	s.release(sc.data)
 }
 
 func (s *staging) release(data []byte) {
@@ -93,9 +112,8 @@ func (s *staging) release(data []byte) {
 func (s *staging) drain() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, data := range s.m {
-		delete(s.m, k)
-		s.release(data)
+	for k, sc := range s.m {
+		s.drop(k, sc)
 	}
 	s.fifo, s.bytes = nil, 0
 }

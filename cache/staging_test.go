@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -17,7 +18,7 @@ func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 	s := staging{free: func([]byte) { freed++ }, pushedOut: &pushedOut}
 	data := bytes.Repeat([]byte{7}, 8<<20)
 	k := chunkID{idx: 1}
-	s.put(k, data)
+	s.put(k, data, 0)
 	dst := make([]byte, 4<<20)
 	if !s.take(k, dst, 0) || !bytes.Equal(dst, data[:4<<20]) {
 		t.Fatal("first half not served")
@@ -35,7 +36,7 @@ func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 		t.Fatalf("%d chunks counted pushed out; none left unread", pushedOut.Load())
 	}
 	for i := range 200 {
-		s.put(chunkID{idx: i}, data)
+		s.put(chunkID{idx: i}, data, 0)
 	}
 	if s.bytes > stagingLimit || len(s.fifo) > 2*len(s.m)+64 {
 		t.Fatalf("staging holds %d bytes in %d chunks, fifo %d; limit %d bytes", s.bytes, len(s.m), len(s.fifo), stagingLimit)
@@ -53,6 +54,137 @@ func TestStagingTakesUntilTheEndAndStaysBounded(t *testing.T) {
 	// Every buffer left once: aged out or taken.
 	if freed != 201 {
 		t.Fatalf("%d buffers recycled, want 201 (each staged buffer once)", freed)
+	}
+}
+
+// TestStagingCountsBytesTakenInAnyOrder: a chunk leaves once all of its
+// bytes were taken, whatever order the reads came in (the kernel's
+// concurrent READs of one chunk come in any), counting those its flight
+// served before staging it; one read whole already is not staged.
+func TestStagingCountsBytesTakenInAnyOrder(t *testing.T) {
+	freed := 0
+	var pushedOut atomic.Int64
+	s := staging{free: func([]byte) { freed++ }, pushedOut: &pushedOut}
+	data := make([]byte, 4<<20)
+	for i := range data {
+		data[i] = byte(i / 4099)
+	}
+	const piece = 1 << 20
+	dst := make([]byte, piece)
+	staged := func(k chunkID) bool { _, ok := s.m[k]; return ok }
+
+	// The read at the chunk's end comes first: the chunk stays for the
+	// others, and leaves with the last of them.
+	k := chunkID{idx: 1}
+	s.put(k, data, 0)
+	for i, at := range []int64{3, 0, 2, 1} {
+		if !s.take(k, dst, at*piece) || !bytes.Equal(dst, data[at*piece:(at+1)*piece]) {
+			t.Fatalf("read %d (piece %d) not served, or wrong bytes", i, at)
+		}
+		if last := i == 3; staged(k) == last {
+			t.Fatalf("after read %d (piece %d): staged %v", i, at, staged(k))
+		}
+	}
+
+	// Its flight served the end before staging it: the other three
+	// pieces empty it.
+	k = chunkID{idx: 2}
+	s.put(k, data, piece)
+	for _, at := range []int64{1, 0, 2} {
+		if !staged(k) || !s.take(k, dst, at*piece) {
+			t.Fatalf("piece %d not served from staging", at)
+		}
+	}
+	if staged(k) || s.bytes != 0 {
+		t.Fatalf("chunk still staged (%d bytes) after every byte was taken", s.bytes)
+	}
+
+	// Taken whole before staging: straight back to the pool.
+	s.put(chunkID{idx: 3}, data, int64(len(data)))
+	if staged(chunkID{idx: 3}) || s.bytes != 0 {
+		t.Fatal("a chunk its readers had taken whole was staged")
+	}
+	if freed != 3 || pushedOut.Load() != 0 {
+		t.Fatalf("%d buffers recycled, %d pushed out; want 3 and 0", freed, pushedOut.Load())
+	}
+}
+
+// TestReadJoiningAPrefetchStagesWhatItLeaves: a stream's read at a
+// chunk's end that catches its readahead in flight leaves the rest of the
+// chunk staged for the stream's reads of the start, which then empty it; a
+// read taking a prefetched chunk whole while it is fetched leaves nothing
+// staged.
+func TestReadJoiningAPrefetchStagesWhatItLeaves(t *testing.T) {
+	const chunk = 1 << 20
+	mem := memory.New()
+	objs := putRandom(mem, rand.New(rand.NewPCG(43, 44)), "f%d", 2, chunk)
+	c := openCache(t, t.TempDir(), Options{ChunkSize: chunk})
+	defer c.Close()
+	s := c.Source(mem)
+	ctx := context.Background()
+	staged := func(obj backend.Object) bool {
+		c.staged.mu.Lock()
+		defer c.staged.mu.Unlock()
+		_, ok := c.staged.m[chunkID{s.ObjectID(obj), 0}]
+		return ok
+	}
+	read := func(obj backend.Object, off, n int64) {
+		t.Helper()
+		buf := make([]byte, n)
+		if _, err := s.ReadAtStream(ctx, obj, buf, off); err != nil {
+			t.Fatalf("read %s at %d: %v", obj.Key, off, err)
+		}
+		if !bytes.Equal(buf, mem.Data(obj.Key)[off:off+n]) {
+			t.Fatalf("read %s at %d: wrong bytes", obj.Key, off)
+		}
+	}
+	// readDuringPrefetch reads [off, off+n) of obj while a prefetch of
+	// its chunk waits on the backend.
+	readDuringPrefetch := func(obj backend.Object, off, n int64) {
+		t.Helper()
+		release := mem.Hold()
+		defer release()
+		s.Prefetch(obj, 0)
+		for c.Stats().FetchesInFlight == 0 {
+			runtime.Gosched()
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			read(obj, off, n)
+		}()
+		for c.Stats().Waiting < 2 { // the prefetch and the read, on one flight
+			runtime.Gosched()
+		}
+		release()
+		<-done
+		c.Settle()
+	}
+
+	readDuringPrefetch(objs[0], 3*chunk/4, chunk/4)
+	if !staged(objs[0]) {
+		t.Fatal("the chunk's first three quarters, fetched ahead, were not staged after its end was read")
+	}
+	fetched := c.Stats().ChunksFetched
+	for _, q := range []int64{1, 0, 2} {
+		if !staged(objs[0]) {
+			t.Fatalf("the chunk left staging before quarter %d was read", q)
+		}
+		read(objs[0], q*chunk/4, chunk/4)
+	}
+	if staged(objs[0]) {
+		t.Fatal("the chunk is still staged after every byte of it was read")
+	}
+
+	readDuringPrefetch(objs[1], 0, chunk)
+	if staged(objs[1]) {
+		t.Fatal("a chunk read whole while fetched ahead was staged")
+	}
+	if got := c.Stats().ChunksFetched - fetched; got != 1 {
+		t.Fatalf("%d chunks fetched after the first prefetch, want 1 (the second prefetch)", got)
+	}
+	if n := c.Stats().StagedPushedOut; n != 0 {
+		t.Fatalf("%d chunks pushed out of staging; none should", n)
 	}
 }
 
