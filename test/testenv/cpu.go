@@ -50,16 +50,26 @@ func SelfCPU() float64 {
 // ProcCPU is the CPU seconds (user+system) pid has used so far, -1 if it
 // can't be read.
 func ProcCPU(pid int) float64 {
+	user, sys := ProcCPUSplit(pid)
+	if user < 0 {
+		return -1
+	}
+	return user + sys
+}
+
+// ProcCPUSplit is the user and system CPU seconds pid has used so far,
+// (-1, -1) if they can't be read.
+func ProcCPUSplit(pid int) (user, sys float64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return -1
+		return -1, -1
 	}
 	s := string(data)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 14 {
-		return -1
+		return -1, -1
 	}
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
+	return ut / 100, st / 100 // USER_HZ
 }
