@@ -76,8 +76,8 @@
 // goes back to the pool (warm) or, for a chunk fetched ahead, to the staging
 // area, which recycles it when its reader has taken it or it ages out; with
 // readers, it goes back to the pool once they are done, or to the staging
-// area with what they left untaken if it was fetched ahead or one of them
-// was a stream that wants the rest. A buffer has one
+// area with what they left untaken if one of them was a stream, which
+// reads the rest. A buffer has one
 // holder at a time: readers that joined, or the staging area, or the pool.
 // Pooled buffers live in an arena outside the Go heap, advised for
 // transparent huge pages (arena.go), while it has room: fresh 4 KiB pages

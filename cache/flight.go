@@ -44,26 +44,25 @@ type flight struct {
 	// a prefetch that a read has caught up with waits at the read's
 	// priority.
 	foreground atomic.Bool
-	// ahead is set when a background caller (readahead, prefetch) started
-	// the flight; stage is set by the flight when it fetched the chunk
-	// from the backend for such a caller, even if a reader joined since.
-	// Once the flight's readers are done, the bytes they did not take wait
-	// for theirs in the staging area (stage); otherwise the buffer goes
-	// back to the pool: nobody else can reach it then, since callers that
-	// don't read get res without data. ahead is set before the flight
-	// runs; stage before its result is published.
-	ahead bool
-	stage bool
+	// readers is set (under flightGroup.mu) when a caller that reads
+	// res.data joins; stage is set by the flight when its chunk was fetched
+	// ahead of any reader. When the flight ends with no reader joined, its
+	// buffer goes to the staging area (stage) or back to the pool: nobody
+	// else can reach it then, since callers that don't read get res
+	// without data.
+	readers bool
+	stage   bool
 	// keepRest is set (under flightGroup.mu) when a reader that joined
-	// will read the rest of the chunk next (a sequential stream): the
-	// buffer is then staged for it once every reader is done, rather than
-	// recycled. key names the chunk for the staging area.
+	// will read the rest of the chunk (a sequential stream, whose reads of
+	// one chunk come concurrently and in any order): what its readers
+	// left untaken is then staged for it once every reader is done,
+	// rather than recycled. key names the chunk for the staging area.
 	keepRest bool
 	key      chunkID
 	// refs counts the reading callers that joined and have not released
 	// the flight (flightGroup.release) since: they may still copy from
 	// res.data. ended is set when the flight has left the group with refs
-	// above zero: the last release then recycles the buffer. Both under
+	// above zero: the last release then recycles or stages the buffer. Both under
 	// flightGroup.mu. Without this, a read that caught up with a prefetch
 	// left its buffer to the garbage collector: half the files of a cold
 	// epoch, whose allocation, zeroing and collection cost 0.3-0.5 s of CPU
@@ -72,10 +71,9 @@ type flight struct {
 	ended bool
 	// took sums the bytes its readers copied out (under flightGroup.mu):
 	// a staged buffer keeps only what is still to be read. A stream's
-	// reads of one chunk come concurrently and in any order; the one at
-	// the chunk's end may be served here, before the chunk is staged, and
-	// the rest then must not wait in the staging area for a read that
-	// already happened.
+	// read at the chunk's end may be served here, before the chunk is
+	// staged, and the rest then must not wait in the staging area for a
+	// read that already happened.
 	took int64
 }
 
@@ -90,10 +88,10 @@ func (f *flight) set(res chunkResult, err error) {
 
 // staged reports whether the flight's buffer, once nobody reads it, goes
 // to the staging area rather than back to the pool: it was fetched ahead
-// of its readers, or a stream reader wants the rest of it. The staging
+// of any reader, or a stream reader wants the rest of it. The staging
 // area keeps it only if some of its bytes were not taken yet (took).
 // Under flightGroup.mu.
-func (f *flight) staged() bool { return f.keepRest || f.stage }
+func (f *flight) staged() bool { return f.keepRest || (f.stage && !f.readers) }
 
 // markCounted closes counted; later calls do nothing.
 func (f *flight) markCounted() { f.countOnce.Do(func() { close(f.counted) }) }
@@ -123,6 +121,7 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn 
 	g.mu.Lock()
 	if f, ok := g.m[key]; ok {
 		if reads {
+			f.readers = true
 			f.refs++
 			f.keepRest = f.keepRest || keepRest
 		}
@@ -135,9 +134,10 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn 
 	if g.m == nil {
 		g.m = make(map[chunkID]*flight)
 	}
-	f = &flight{ready: make(chan struct{}), counted: make(chan struct{}), done: make(chan struct{}), key: key, ahead: prio == Background}
+	f = &flight{ready: make(chan struct{}), counted: make(chan struct{}), done: make(chan struct{}), key: key}
 	f.foreground.Store(prio == Foreground)
 	if reads {
+		f.readers = true
 		f.refs = 1
 		f.keepRest = keepRest
 	}
@@ -153,7 +153,10 @@ func (g *flightGroup) join(key chunkID, prio Priority, reads, keepRest bool, fn 
 		case data == nil:
 		case f.refs > 0:
 			// Readers are still copying: the last one recycles (or
-			// stages).
+			// stages). A read arriving before then finds the chunk in
+			// neither the flight nor the staging area and reads it from
+			// its cache file; its bytes are not counted in took, so a
+			// staged rest may stay until pushed out.
 			f.ended = true
 		case f.staged() && g.stage != nil:
 			// Staged before the flight leaves g.mu: a reader arriving now

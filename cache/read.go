@@ -161,8 +161,10 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		o.mu.RUnlock()
 	}
 
-	keepRest := stream && inner+int64(len(dst)) < meta.chunkLen(idx)
-	res, release, err := s.chunkRead(ctx, meta, obj, idx, keepRest)
+	// A stream's other reads of this chunk may come before or after this
+	// one, or be waiting on the same flight: what none of them took is
+	// staged for the rest.
+	res, release, err := s.chunkRead(ctx, meta, obj, idx, stream)
 	if err != nil {
 		return err
 	}
@@ -193,8 +195,9 @@ type chunkResult struct {
 // chunk to the cache (warm and prefetch want it there; a read only wants
 // the bytes).
 //
-// keepRest says the reader will read the rest of the chunk next: the
-// flight then stages its buffer when done instead of recycling it.
+// keepRest says the reader will read the rest of the chunk: the flight
+// then stages what its readers left untaken when done, instead of
+// recycling its buffer.
 func (s *Source) chunkRead(ctx context.Context, meta objectMeta, obj backend.Object, idx int, keepRest bool) (res chunkResult, release func(took int), err error) {
 	return s.chunkWait(ctx, meta, obj, idx, Foreground, waitFor{keepRest: keepRest})
 }
@@ -447,9 +450,9 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	c.stats.bytesFetched.Add(int64(len(buf)))
 	c.stats.chunksFetched.Add(1)
 	res := chunkResult{data: buf, fromBackend: true}
-	// Fetched ahead: what readers joining meanwhile don't take waits for
-	// its readers in the staging area once stored.
-	f.stage = f.ahead
+	// Fetched ahead: unless a reader joins meanwhile, the bytes wait for
+	// theirs in the staging area once stored.
+	f.stage = !f.foreground.Load()
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.
 	f.set(res, nil)

@@ -21,7 +21,7 @@ const stagingLimit = 256 << 20
 // they all are. A byte read twice (two readers of one file) counts twice:
 // the chunk may leave early and the second reader goes to disk, never to
 // wrong bytes. The staging area is a buffer's only holder: flights hand
-// theirs over only when no reader joined them. Safe for concurrent use;
+// theirs over only once no reader holds them. Safe for concurrent use;
 // the byte slices are never modified while staged.
 type staging struct {
 	free func([]byte) // recycles a buffer that left; may be nil
