@@ -62,11 +62,11 @@ type flight struct {
 	// refs counts the reading callers that joined and have not released
 	// the flight (flightGroup.release) since: they may still copy from
 	// res.data. ended is set when the flight has left the group with refs
-	// above zero: the last release then recycles or stages the buffer. Both under
-	// flightGroup.mu. Without this, a read that caught up with a prefetch
-	// left its buffer to the garbage collector: half the files of a cold
-	// epoch, whose allocation, zeroing and collection cost 0.3-0.5 s of CPU
-	// per 10,000 small files.
+	// above zero: the last release then recycles or stages the buffer.
+	// Both under flightGroup.mu. Without this, a read that caught up with
+	// a prefetch left its buffer to the garbage collector: half the files
+	// of a cold epoch, whose allocation, zeroing and collection cost
+	// 0.3-0.5 s of CPU per 10,000 small files.
 	refs  int
 	ended bool
 	// took sums the bytes its readers copied out (under flightGroup.mu):
@@ -109,7 +109,7 @@ type flightGroup struct {
 
 // join returns the flight for key, starting fn on a worker if none runs.
 // A caller that will read res.data says so with reads (and keepRest, if it
-// will read the rest of the chunk next); the others must not touch it.
+// will read the rest of the chunk); the others must not touch it.
 // Once nobody reads the buffer any more it is staged or recycled through
 // free (see staged). A foreground caller raises the flight's priority, and
 // raised says it did so for a flight that was already running (the gate

@@ -21,10 +21,9 @@ import (
 // AheadBytes and WindowBytes, so one stream alone keeps its full window. A
 // stream is active from a read until it has not read for StreamIdle
 // (ProbeIdle after its first read), or until its reader reaches its file's
-// last chunk. Shares are recomputed on
-// every read, so streams that lost share stop topping up until their
-// readers have consumed what they hold, and the budgets converge within
-// one window of reading.
+// last chunk. Shares are recomputed on every read, so streams that lost
+// share stop topping up until their readers have consumed what they hold,
+// and the budgets converge within one window of reading.
 //
 // Safe for concurrent use. Its mutex is taken with a Sequential's held
 // (never the other way round) and is never held while calling out.

@@ -115,19 +115,8 @@ func ddMount(e *env, round int) result {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	_, sum, err := testenv.CRCFile(filepath.Join(mp, filepath.FromSlash(e.largeRel)))
-	if err != nil {
-		t.Fatalf("re-reading %s through the mount: %v", e.largeRel, err)
-	}
-	if sum != e.largeCRC {
-		t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", e.largeRel, sum, e.largeCRC)
-	}
-	logs := m.ProblemLogs()
-	m.Stop()
-	// Kept, not deleted, until the program ends (see SettleKeeping).
-	if err := testenv.SettleKeeping(dir); err != nil {
-		t.Fatalf("settle %s: %v", dir, err)
-	}
+	e.checkThroughMount(mp, e.largeRel, e.largeCRC)
+	logs := e.stopMount(m, dir)
 	return result{name: "dd, cold mount", files: 1, bytes: n, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs,
 		note: fmt.Sprintf("dd bs=1M, fresh mount+cache, --chunk-size %s; hits %d misses %d, %d chunks fetched; bytes checked after (CRC-32C); %s",
 			e.cfg.chunkSize, st.Mount.Hits, st.Mount.Misses, st.Cache.ChunksFetched, inFlight)}

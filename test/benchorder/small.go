@@ -131,12 +131,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	logs := m.ProblemLogs()
-	m.Stop()
-	// Kept, not deleted, until the program ends (see SettleKeeping).
-	if err := testenv.SettleKeeping(dir); err != nil {
-		t.Fatalf("settle %s: %v", dir, err)
-	}
+	logs := e.stopMount(m, dir)
 
 	res := result{name: name, files: rs.files, bytes: rs.bytes, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs}
 	notes := []string{fmt.Sprintf("%d readers", c.readers)}

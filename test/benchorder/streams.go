@@ -123,19 +123,9 @@ func streamsDD(e *env, round int) result {
 		t.Fatalf("%v", err)
 	}
 	for _, f := range e.streamFiles {
-		_, sum, err := testenv.CRCFile(filepath.Join(mp, filepath.FromSlash(f.rel)))
-		if err != nil {
-			t.Fatalf("re-reading %s through the mount: %v", f.rel, err)
-		}
-		if sum != f.crc {
-			t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", f.rel, sum, f.crc)
-		}
+		e.checkThroughMount(mp, f.rel, f.crc)
 	}
-	logs := m.ProblemLogs()
-	m.Stop()
-	if err := testenv.SettleKeeping(dir); err != nil {
-		t.Fatalf("settle %s: %v", dir, err)
-	}
+	logs := e.stopMount(m, dir)
 	return result{name: fmt.Sprintf("streams: %d dd at once", len(e.streamFiles)), files: int64(len(e.streamFiles)), bytes: total, elapsed: el,
 		gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs,
 		note: fmt.Sprintf("one dd bs=1M per file, all at once, fresh mount+cache; %d chunks fetched, %d pushed out of staging unread; bytes checked after (CRC-32C); %s",

@@ -115,6 +115,29 @@ func (e *env) startMount(dir, source, endpoint string) (*testenv.Mount, string) 
 	return m, url
 }
 
+// checkThroughMount re-reads rel through the mount at mp (untimed) and
+// fails unless its CRC-32C is crc, the source's.
+func (e *env) checkThroughMount(mp, rel string, crc uint32) {
+	_, sum, err := testenv.CRCFile(filepath.Join(mp, filepath.FromSlash(rel)))
+	if err != nil {
+		e.t.Fatalf("re-reading %s through the mount: %v", rel, err)
+	}
+	if sum != crc {
+		e.t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", rel, sum, crc)
+	}
+}
+
+// stopMount unmounts m and returns the daemon's problem log lines. dir is
+// kept, not deleted, until the program ends (see SettleKeeping).
+func (e *env) stopMount(m *testenv.Mount, dir string) []string {
+	logs := m.ProblemLogs()
+	m.Stop()
+	if err := testenv.SettleKeeping(dir); err != nil {
+		e.t.Fatalf("settle %s: %v", dir, err)
+	}
+	return logs
+}
+
 // percentiles returns the p-th percentiles of d (sorted in place), in ms.
 func percentiles(d []time.Duration, ps ...float64) []float64 {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })

@@ -36,6 +36,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/dsmount/dsmount/backend"
 	s3backend "github.com/dsmount/dsmount/backend/s3"
 	"github.com/dsmount/dsmount/test/testenv"
@@ -55,17 +57,16 @@ type env struct {
 	tp     *testenv.Toxiproxy
 	paths  []string
 	objs   []backend.Object // paths' objects, in the same order
-	sizes  []int64
+	sizes  []int64          // paths' sizes, for the SDK loop's ranges
+	client *s3.Client       // the SDK loop's
 	be     *s3backend.Backend
-	sdkGet func(order []string) error
 }
 
 type pass struct {
-	name      string
-	elapsed   time.Duration
-	minio     [2]float64 // user, system CPU seconds
-	toxi      [2]float64
-	clientCPU float64
+	name    string
+	elapsed time.Duration
+	minio   [2]float64 // user, system CPU seconds
+	toxi    [2]float64
 }
 
 func (p pass) filesPerSec(n int) float64 { return float64(n) / p.elapsed.Seconds() }
@@ -94,13 +95,7 @@ func main() {
 	for r := 1; r <= c.rounds; r++ {
 		order := rand.New(rand.NewPCG(uint64(r), 7)).Perm(len(e.paths))
 		var ps []pass
-		ps = append(ps, e.measure("sdk", func() error {
-			names := make([]string, len(order))
-			for i, j := range order {
-				names[i] = e.paths[j]
-			}
-			return e.sdkGet(names)
-		}))
+		ps = append(ps, e.measure("sdk", func() error { return e.sdkGets(order) }))
 		raw := e.measure("raw", func() error { return e.rawGets(order, 0) })
 		ps = append(ps, raw)
 		rate := c.pace * raw.filesPerSec(len(order))
@@ -143,14 +138,10 @@ func setup(t *testenv.ProgramT, c config) *env {
 	e.tp.AddLatency("small", c.latency, c.jitter)
 	endpoint := "http://" + proxy
 	user, pass := e.mc.Creds()
-	client := testenv.NewS3Client(endpoint, user, pass)
+	e.client = testenv.NewS3Client(endpoint, user, pass)
 	e.sizes = make([]int64, len(e.paths))
 	for i := range e.sizes {
 		e.sizes[i] = int64(c.fileSize)
-	}
-	e.sdkGet = func(names []string) error {
-		_, _, err := testenv.ParallelGets(context.Background(), client, bucket, "ds", names, e.sizes, c.gets)
-		return err
 	}
 	// The backend takes its credentials from the standard AWS variables,
 	// as the daemon does.
@@ -180,18 +171,28 @@ func setup(t *testenv.ProgramT, c config) *env {
 func (e *env) measure(name string, fn func() error) pass {
 	m0u, m0s := testenv.ProcCPUSplit(e.mc.Pid())
 	t0u, t0s := testenv.ProcCPUSplit(e.tp.Pid())
-	self0 := testenv.SelfCPU()
 	start := time.Now()
 	if err := fn(); err != nil {
 		fmt.Fprintf(os.Stderr, "benchstore: %s: %v\n", name, err)
 		os.Exit(1)
 	}
-	p := pass{name: name, elapsed: time.Since(start), clientCPU: testenv.SelfCPU() - self0}
+	p := pass{name: name, elapsed: time.Since(start)}
 	m1u, m1s := testenv.ProcCPUSplit(e.mc.Pid())
 	t1u, t1s := testenv.ProcCPUSplit(e.tp.Pid())
 	p.minio = [2]float64{m1u - m0u, m1s - m0s}
 	p.toxi = [2]float64{t1u - t0u, t1s - t0s}
 	return p
+}
+
+// sdkGets reads every object of order whole through the SDK, cfg.gets in
+// flight (testenv.ParallelGets, benchorder's ceiling).
+func (e *env) sdkGets(order []int) error {
+	names := make([]string, len(order))
+	for i, j := range order {
+		names[i] = e.paths[j]
+	}
+	_, _, err := testenv.ParallelGets(context.Background(), e.client, bucket, "ds", names, e.sizes, e.cfg.gets)
+	return err
 }
 
 // rawGets reads every object of order whole through the S3 backend, with
