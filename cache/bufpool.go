@@ -1,9 +1,11 @@
 package cache
 
 import (
+	"log/slog"
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // bufPool recycles chunk buffers. Warming 10,000 small files allocated (and
@@ -15,11 +17,30 @@ import (
 //
 // Pooled buffers come from an arena outside the Go heap while it has room
 // (see arena), then from the heap through sync.Pools.
+//
+// A buffer has one holder at a time (a flight and its readers, the staging
+// area, a warm): the pool keeps the address of every buffer it has handed
+// out and not had back, and put refuses one it does not hold out (given
+// back twice, or never handed out). Without that, a buffer given back
+// twice would sit on a free list twice and be handed to two holders, who
+// would overwrite each other's bytes. A refusal is a bug in the cache: it
+// is counted (doubleReleases, in Stats) and logged.
 type bufPool struct {
 	arena   *arena      // nil without one
 	classes []sync.Pool // classes[i] holds *[]byte of cap minPooledBuf<<i
 	// recycled counts the buffers put back (tests check that flights do).
 	recycled atomic.Int64
+	// doubleReleases counts buffers put back that were not out.
+	doubleReleases atomic.Int64
+	// poison, set by tests, fills every buffer put back, so that a holder
+	// still reading one after its release reads garbage.
+	poison bool
+
+	outMu sync.Mutex
+	out   map[uintptr]struct{} // buffers handed out, by address
+
+	log        *slog.Logger
+	doubleWarn rateLimitedLog
 }
 
 const (
@@ -29,12 +50,12 @@ const (
 	minPooledRequest = 16 << 10
 )
 
-func newBufPool(chunkSize int64) *bufPool {
+func newBufPool(chunkSize int64, log *slog.Logger) *bufPool {
 	n := 1
 	for int64(minPooledBuf)<<(n-1) < chunkSize {
 		n++
 	}
-	return &bufPool{classes: make([]sync.Pool, n), arena: newArena(arenaSize, n)}
+	return &bufPool{classes: make([]sync.Pool, n), arena: newArena(arenaSize, n), out: make(map[uintptr]struct{}), log: log}
 }
 
 // close releases the arena if every buffer came back (see arena.release).
@@ -69,22 +90,57 @@ func (p *bufPool) getPooled(n int) []byte {
 	if c < 0 {
 		return make([]byte, n)
 	}
+	var b []byte
 	if p.arena != nil {
-		if b, ok := p.arena.get(c, minPooledBuf<<c); ok {
-			return b[:n]
+		b, _ = p.arena.get(c, minPooledBuf<<c)
+	}
+	if b == nil {
+		if pb, ok := p.classes[c].Get().(*[]byte); ok {
+			b = *pb
+		} else {
+			b = make([]byte, 0, minPooledBuf<<c)
 		}
 	}
-	if b, ok := p.classes[c].Get().(*[]byte); ok {
-		return (*b)[:n]
-	}
-	return make([]byte, n, minPooledBuf<<c)
+	p.outMu.Lock()
+	p.out[bufAddr(b)] = struct{}{}
+	p.outMu.Unlock()
+	return b[:n]
 }
 
-// put recycles b. The caller must hold the only reference to it.
+// bufAddr names a pooled buffer (cap > 0) by its first byte's address.
+func bufAddr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b[:1]))) }
+
+// takeBack ends b's time out; false if it was not out (see bufPool).
+func (p *bufPool) takeBack(b []byte) bool {
+	a := bufAddr(b)
+	p.outMu.Lock()
+	defer p.outMu.Unlock()
+	if _, ok := p.out[a]; !ok {
+		return false
+	}
+	delete(p.out, a)
+	return true
+}
+
+// put recycles b. The caller must hold the only reference to it; a
+// buffer that is not out is refused (see bufPool).
 func (p *bufPool) put(b []byte) {
 	c := p.class(cap(b))
 	if c < 0 || cap(b) != minPooledBuf<<c {
 		return // not one of ours
+	}
+	if !p.takeBack(b) {
+		p.doubleReleases.Add(1)
+		if p.log != nil {
+			p.doubleWarn.warn(p.log, "cache: a chunk buffer was given back twice (a bug); refused, so it can't reach two holders")
+		}
+		return
+	}
+	if p.poison {
+		full := b[:cap(b)]
+		for i := range full {
+			full[i] = 0xdb
+		}
 	}
 	b = b[:0]
 	p.recycled.Add(1)

@@ -19,7 +19,7 @@ import (
 )
 
 func TestBufPoolClasses(t *testing.T) {
-	p := newBufPool(4 << 20)
+	p := newBufPool(4<<20, nil)
 	for _, tc := range []struct{ n, wantCap int }{
 		{1, 1}, {16 << 10, 64 << 10}, {64 << 10, 64 << 10}, {64<<10 + 1, 128 << 10}, {110_000, 128 << 10},
 		{1 << 20, 1 << 20}, {4 << 20, 4 << 20}, {4<<20 + 1, 4<<20 + 1},
@@ -32,17 +32,47 @@ func TestBufPoolClasses(t *testing.T) {
 	}
 	// A foreign buffer is dropped, not pooled under a class it doesn't fill
 	// (a fresh pool: the loop above left a 128 KiB buffer in this one).
-	p = newBufPool(4 << 20)
+	p = newBufPool(4<<20, nil)
 	p.put(make([]byte, 100_000))
 	if b := p.get(100_000); cap(b) != 128<<10 {
 		t.Errorf("get after a foreign put: cap %d, want %d", cap(b), 128<<10)
 	}
 }
 
-// TestRecycledBuffersNeverReachReaders mixes reads with fetches, prefetches
-// and warms of the same chunks on a cache too small to keep them, so flights
-// keep starting, recycling their buffers, and being joined: any buffer
-// recycled while a reader could still copy from it shows up as wrong bytes.
+// TestBufferGivenBackTwiceIsRefused: a buffer put back twice (a bug in
+// its holders) must not go on a free list twice, where two later gets
+// would hand it to two holders. Arena and heap buffers alike.
+func TestBufferGivenBackTwiceIsRefused(t *testing.T) {
+	for _, withArena := range []bool{true, false} {
+		p := newBufPool(4<<20, nil)
+		if !withArena {
+			p.arena.release()
+			p.arena = nil
+		}
+		b := p.get(100 << 10)
+		p.put(b)
+		p.put(b)
+		if n := p.doubleReleases.Load(); n != 1 {
+			t.Errorf("arena %v: %d double releases counted; want 1", withArena, n)
+		}
+		x, y := p.get(100<<10), p.get(100<<10)
+		if unsafe.SliceData(x) == unsafe.SliceData(y) {
+			t.Fatalf("arena %v: a buffer given back twice was handed out twice", withArena)
+		}
+		// Nor is a buffer the pool never handed out taken in.
+		p.put(make([]byte, 0, 128<<10))
+		if n := p.doubleReleases.Load(); n != 2 {
+			t.Errorf("arena %v: a foreign buffer of a class's size was taken in", withArena)
+		}
+	}
+}
+
+// TestRecycledBuffersNeverReachReaders mixes reads (whole, and partial
+// stream reads whose rest is staged) with fetches, prefetches and warms of
+// the same chunks on a cache too small to keep them, so flights keep
+// starting, recycling their buffers, and being joined. Buffers given back
+// are poisoned: one recycled while a reader could still copy from it, or
+// handed to two holders, shows up as wrong bytes.
 func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 	mem := memory.New()
 	r := rand.New(rand.NewPCG(7, 8))
@@ -61,6 +91,7 @@ func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 	if c.bufs.arena == nil {
 		t.Fatal("no buffer arena: mmap refused")
 	}
+	c.bufs.poison = true
 	s := c.Source(mem)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -73,7 +104,18 @@ func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 			for range 300 {
 				obj := objs[r.IntN(len(objs))]
 				idx := r.IntN(s.NumChunks(obj))
-				switch r.IntN(4) {
+				switch r.IntN(5) {
+				case 4:
+					off := r.Int64N(obj.Size)
+					buf := make([]byte, min(obj.Size-off, 1+r.Int64N(64<<10)))
+					if _, err := s.ReadAtStream(ctx, obj, buf, off); err != nil && !errors.Is(err, io.EOF) {
+						errs <- err
+						return
+					}
+					if !bytes.Equal(buf, mem.Data(obj.Key)[off:off+int64(len(buf))]) {
+						errs <- fmt.Errorf("%s: stream read at %d: bytes that are not the object's", obj.Key, off)
+						return
+					}
 				case 0:
 					s.Prefetch(obj, idx)
 				case 1:
@@ -111,6 +153,9 @@ func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 	c.Settle()
 	closed = true
 	c.Close()
+	if n := c.bufs.doubleReleases.Load(); n != 0 {
+		t.Fatalf("%d buffers given back twice", n)
+	}
 	if c.bufs.arena.mem != nil {
 		t.Fatalf("arena still mapped after Close: %d buffers never came back", c.bufs.arena.out)
 	}

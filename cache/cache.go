@@ -67,10 +67,12 @@ type Cache struct {
 	lockFile  *os.File
 	db        *badger.DB
 	commits   *committer
+	dropper   *dropper // drops chunks whose sync failed
 	packs     *packStore
 	space     *spaceGuard
-	// writeWarn keeps a failing disk from writing a warning per chunk.
-	writeWarn rateLimitedLog
+	// writeWarn and readWarn keep a failing disk, or a cache file
+	// tampered with, from writing a warning per chunk.
+	writeWarn, readWarn, syncWarn rateLimitedLog
 
 	// ctx bounds every backend fetch; cancelled by Close.
 	ctx     context.Context
@@ -142,7 +144,7 @@ func Open(dir string, opts Options) (*Cache, error) {
 	}
 	c.gate = newFetchGate(opts.FetchSlots, min(16, opts.FetchSlots/4))
 	c.flights.workers = newWorkers(workerIdle)
-	c.bufs = newBufPool(opts.ChunkSize)
+	c.bufs = newBufPool(opts.ChunkSize, opts.Logger)
 	c.flights.free = c.bufs.put
 	c.flights.stage = c.staged.put
 	c.staged.free = c.bufs.put
@@ -164,7 +166,8 @@ func Open(dir string, opts Options) (*Cache, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	index := &indexFiles{dir: filepath.Join(c.dir, "index"), space: c.space, done: map[string]int64{}}
 	index.prepare()
-	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.packs, index, c.log)
+	c.dropper = startDropper(c)
+	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.packs, index, c.log, c.dropper.failed)
 	c.maintenance.Add(1)
 	go c.runValueLogGC()
 	return c, nil
@@ -314,6 +317,7 @@ func (c *Cache) Close() error {
 	c.flights.workers.close()
 	c.maintenance.Wait()
 	c.commits.close()
+	c.dropper.close()
 	c.packs.close()
 	c.space.close()
 	// Closing the index flushes its memtable into a new table, which with

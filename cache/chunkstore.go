@@ -5,55 +5,19 @@ package cache
 
 import (
 	"errors"
-	"hash/crc32"
 	"os"
 	"syscall"
 	"time"
-)
 
-// readVerified returns chunk idx from o's file if it is present and its
-// bytes match their checksum; a chunk that fails is dropped.
-func (c *Cache) readVerified(o *object, idx int, n, off int64) ([]byte, bool) {
-	o.mu.RLock()
-	want := chunk{}
-	if !o.dead {
-		want = o.chunkAt(idx)
-	}
-	if want.state == chunkAbsent {
-		o.mu.RUnlock()
-		return nil, false
-	}
-	buf := c.bufs.get(int(n))
-	err := o.readAt(buf, off)
-	if err == nil && (want.verified || crc32.Checksum(buf, castagnoli) == want.crc) {
-		if !want.verified {
-			o.bits.Lock()
-			if o.chunks[idx].state != chunkAbsent && o.chunks[idx].crc == want.crc {
-				o.chunks[idx].verified = true
-			}
-			o.bits.Unlock()
-		}
-		o.mu.RUnlock()
-		return buf, true
-	}
-	o.mu.RUnlock()
-	c.bufs.put(buf)
-	if err == nil {
-		c.stats.verifyFailures.Add(1)
-		c.log.Warn("cache: chunk failed its checksum; refetching", "key", o.meta.Key, "chunk", idx)
-	} else {
-		c.log.Warn("cache: read of cached chunk failed; refetching", "key", o.meta.Key, "chunk", idx, "err", err)
-	}
-	c.dropChunk(o, idx)
-	return nil, false
-}
+	"golang.org/x/sys/unix"
+)
 
 // store offers a fetched chunk to the cache: if the policy admits it, the
 // bytes are written to o's file, marked present, and queued for the index.
 // Otherwise the chunk was only streamed through. counted is called once
 // the chunk is counted against the capacity or known not to be kept,
 // before it is written.
-func (c *Cache) store(o *object, idx int, data []byte, crc uint32, counted func()) {
+func (c *Cache) store(o *object, idx int, data []byte, sums []uint32, counted func()) {
 	n := int64(len(data))
 	o.mu.RLock()
 	skip := o.dead || o.chunkAt(idx).state != chunkAbsent
@@ -74,7 +38,11 @@ func (c *Cache) store(o *object, idx int, data []byte, crc uint32, counted func(
 		c.used.Add(-n)
 		return
 	}
-	sl, err := c.write(o, idx, data)
+	sl, stale, err := c.write(o, idx, data)
+	if len(stale) > 0 {
+		// After the locks are let go: dropping takes mu exclusively.
+		defer c.dropStale(o, stale)
+	}
 	if err != nil {
 		o.mu.RUnlock()
 		c.used.Add(-n)
@@ -103,12 +71,14 @@ func (c *Cache) store(o *object, idx int, data []byte, crc uint32, counted func(
 		// it present reads this slot.
 		old = o.loc.Swap(sl)
 	}
-	o.chunks[idx] = chunk{state: chunkPending, verified: true, crc: crc}
+	ch := o.setSums(idx, sums)
+	ch.state = chunkPending
+	o.chunks[idx] = ch
 	o.cached += n
 	o.accessed.Store(time.Now().Unix())
 	// Sent under mu (shared): an eviction's delete is queued under mu held
 	// exclusively, so it can't slip between this record and its object.
-	c.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: chunkRecord{CRC: crc, Len: uint32(n)}, slot: sl})
+	c.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n), Sums: sums}, slot: sl, crc: sums[0]})
 	o.bits.Unlock()
 	o.mu.RUnlock()
 	if old != nil {
@@ -139,9 +109,20 @@ func (c *Cache) reserve(incoming ObjectID, n int64) bool {
 
 // dropChunk forgets a chunk whose cached bytes can't be trusted or read.
 func (c *Cache) dropChunk(o *object, idx int) {
+	c.dropChunkWhere(o, idx, func(chunk) bool { return true })
+}
+
+// dropChunkIf drops chunk idx of o if it is still the chunk whose first
+// check block's CRC32C is crc (and not, say, one stored again since with
+// other bytes).
+func (c *Cache) dropChunkIf(o *object, idx int, crc uint32) {
+	c.dropChunkWhere(o, idx, func(ch chunk) bool { return ch.crc == crc })
+}
+
+func (c *Cache) dropChunkWhere(o *object, idx int, match func(chunk) bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.dead || o.chunks[idx].state == chunkAbsent {
+	if o.dead || o.chunks[idx].state == chunkAbsent || !match(o.chunks[idx]) {
 		return
 	}
 	n := o.meta.chunkLen(idx)
@@ -149,11 +130,52 @@ func (c *Cache) dropChunk(o *object, idx int) {
 	o.cached -= n
 	c.used.Add(-n)
 	c.freeSlot(o)
+	o.stamp.Store(nil)
 	c.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n)}})
 }
 
+// dropStale forgets chunks of o that were in a file found gone when a
+// store had to create it anew.
+func (c *Cache) dropStale(o *object, idxs []int) {
+	c.stats.verifyFailures.Add(int64(len(idxs)))
+	c.readWarn.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", o.path, "chunks", len(idxs))
+	for _, idx := range idxs {
+		c.dropChunk(o, idx)
+	}
+}
+
+// vanished drops every chunk of o, whose cache file is gone (deleted, or
+// renamed away): none of its chunks is there any more, and a chunk stored
+// now would create a new, empty file.
+func (c *Cache) vanished(o *object) {
+	c.stats.verifyFailures.Add(1)
+	c.readWarn.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", o.path)
+	c.dropFile(o)
+}
+
+// dropFile forgets every chunk of o, whose file is gone: none of its
+// bytes can be read any more.
+func (c *Cache) dropFile(o *object) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dead {
+		return
+	}
+	for idx := range o.chunks {
+		if o.chunks[idx].state == chunkAbsent {
+			continue
+		}
+		n := o.meta.chunkLen(idx)
+		o.chunks[idx] = chunk{}
+		o.cached -= n
+		c.used.Add(-n)
+		c.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n)}})
+	}
+	o.stamp.Store(nil)
+}
+
 func preadFull(path string, p []byte, off int64) error {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
@@ -162,14 +184,14 @@ func preadFull(path string, p []byte, off int64) error {
 	return err
 }
 
-func pwriteFull(o *object, p []byte, off int64) error {
-	f, direct, err := o.openForWrite()
+func pwriteFull(o *object, p []byte, off int64) (stale []int, err error) {
+	f, direct, stale, err := o.openForWrite()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	err = writeChunk(f, direct, p, off)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	return stale, err
 }

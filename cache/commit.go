@@ -29,6 +29,19 @@ type commitOp struct {
 	rec  chunkRecord
 	slot *slot         // opAddChunk of a packed object: where its bytes were written
 	done chan struct{} // opBarrier
+	// crc is the CRC32C of the chunk's first check block (opAddChunk),
+	// kept when rec is cleared.
+	crc uint32
+	// syncFailed: the add's bytes could not be made durable (opAddChunk).
+	syncFailed bool
+}
+
+// path is the file an add's bytes were written to, for messages.
+func (op *commitOp) path() string {
+	if op.slot != nil {
+		return op.slot.p.path
+	}
+	return op.o.path
 }
 
 // committer turns written chunks into index records, in groups: it syncs the
@@ -45,6 +58,9 @@ type committer struct {
 	skipped rateLimitedLog
 	ops     chan commitOp
 	wg      sync.WaitGroup
+	// syncFailed hears of adds whose bytes could not be synced; it must
+	// not block on object locks (see dropper).
+	syncFailed func([]commitOp)
 
 	// closeMu fences send against close: a read or eviction racing with
 	// Cache.Close may still try to queue an op, which is then dropped
@@ -63,8 +79,8 @@ const (
 	batchLinger = 25 * time.Millisecond
 )
 
-func startCommitter(db *badger.DB, dataDir string, packs *packStore, index *indexFiles, log *slog.Logger) *committer {
-	cm := &committer{db: db, log: log, packs: packs, index: index, ops: make(chan commitOp, 4096)}
+func startCommitter(db *badger.DB, dataDir string, packs *packStore, index *indexFiles, log *slog.Logger, syncFailed func([]commitOp)) *committer {
+	cm := &committer{db: db, log: log, packs: packs, index: index, ops: make(chan commitOp, 4096), syncFailed: syncFailed}
 	if d, err := os.Open(dataDir); err == nil {
 		cm.dataDir = d
 	}
@@ -149,6 +165,15 @@ func (cm *committer) commit(batch []commitOp) {
 		return
 	}
 	cm.syncFiles(batch)
+	var failed []commitOp
+	for _, op := range batch {
+		if op.syncFailed {
+			failed = append(failed, op)
+		}
+	}
+	if len(failed) > 0 && cm.syncFailed != nil {
+		cm.syncFailed(failed)
+	}
 	// Evictions first, each in batches of its own: a large object has more
 	// chunk records than one transaction may hold. A later incarnation's
 	// records, queued after the eviction, are written after it below.
@@ -275,6 +300,7 @@ func (cm *committer) syncFiles(batch []commitOp) {
 	for i := range batch {
 		if op := &batch[i]; op.kind == opAddChunk && op.slot == nil && op.synced() && !synced[op.o.path] {
 			op.rec = chunkRecord{}
+			op.syncFailed = true
 		}
 	}
 	for d := range dirs {
@@ -308,6 +334,7 @@ func (cm *committer) syncPacks(batch []commitOp) {
 		}
 		if !ok {
 			op.rec = chunkRecord{}
+			op.syncFailed = true
 		}
 	}
 }

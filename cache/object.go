@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
 )
 
 type chunkState uint8
@@ -21,9 +22,13 @@ const (
 )
 
 type chunk struct {
-	state    chunkState
-	verified bool // bytes in the file are known to match crc
-	crc      uint32
+	state chunkState
+	// whole: crc is the CRC32C of the whole chunk, from a record written
+	// before check blocks; the chunk is read and checked whole.
+	whole bool
+	// crc is the CRC32C of the chunk's first check block (check.go): its
+	// only one for most chunks, the others in object.sums.
+	crc uint32
 }
 
 // object is the in-memory state of one cached object version.
@@ -49,6 +54,9 @@ type object struct {
 	bits   sync.Mutex
 	chunks []chunk
 	cached int64
+	// sums holds the check blocks' CRC32Cs of chunks of several blocks
+	// (sumsAt); nil until one is stored or loaded.
+	sums []uint32
 
 	// durable is the byte count the committer last wrote in the object
 	// record; only the committer changes it after load.
@@ -59,6 +67,10 @@ type object struct {
 	accessed atomic.Int64
 	// created: the file was created and its directory not yet synced.
 	created atomic.Bool
+	// stamp identifies the cache file (of an object of several chunks)
+	// whose every chunk was last checked for FUSE passthrough, where the
+	// kernel reads the file itself (passthrough.go); nil until then.
+	stamp atomic.Pointer[fileStamp]
 	// loc is where a packed object's bytes are (pack.go); nil for an
 	// object whose chunks live in the file at path. Set when its chunk is
 	// stored (before the chunk is marked present) or loaded, cleared when
@@ -74,8 +86,25 @@ func (o *object) chunkAt(idx int) chunk {
 	return o.chunks[idx]
 }
 
-// readable: the chunk's bytes are in the file and trusted.
-func (c chunk) readable() bool { return c.state != chunkAbsent && c.verified }
+// present reports whether chunk idx of o is marked present.
+func (o *object) present(idx int) bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return !o.dead && o.chunkAt(idx).state != chunkAbsent
+}
+
+// presentChunks lists the chunks of o marked present; o.mu is held.
+func (o *object) presentChunks() []int {
+	o.bits.Lock()
+	defer o.bits.Unlock()
+	var idxs []int
+	for i, ch := range o.chunks {
+		if ch.state != chunkAbsent {
+			idxs = append(idxs, i)
+		}
+	}
+	return idxs
+}
 
 // accessPersistInterval bounds how often a read refreshes an object's
 // persisted access time: recency across restarts needs hours, not
@@ -151,7 +180,12 @@ func (c *Cache) loadChunks(o *object) error {
 			if err := it.Item().Value(rec.unmarshal); err != nil || idx >= len(o.chunks) || int64(rec.Len) != o.meta.chunkLen(idx) {
 				continue
 			}
-			o.chunks[idx] = chunk{state: chunkDurable, crc: rec.CRC}
+			ch := chunk{whole: rec.Whole, crc: rec.Sums[0]}
+			if !rec.Whole {
+				ch = o.setSums(idx, rec.Sums)
+			}
+			ch.state = chunkDurable
+			o.chunks[idx] = ch
 			total += int64(rec.Len)
 		}
 		return nil
@@ -180,10 +214,13 @@ func (o *object) readAt(dst []byte, off int64) error {
 }
 
 // write writes chunk idx's bytes to o's file or, for a packed object, to a
-// new slot, which it returns; o.mu is held shared.
-func (c *Cache) write(o *object, idx int, data []byte) (*slot, error) {
+// new slot, which it returns; o.mu is held shared. stale lists the chunks
+// that were marked present when the write had to create o's file: their
+// bytes were in a file that is gone.
+func (c *Cache) write(o *object, idx int, data []byte) (sl *slot, stale []int, err error) {
 	if !o.meta.packed() {
-		return nil, pwriteFull(o, data, int64(idx)*o.meta.ChunkSize)
+		stale, err = pwriteFull(o, data, int64(idx)*o.meta.ChunkSize)
+		return nil, stale, err
 	}
 	if int64(cap(data)) < alignUp(int64(len(data))) {
 		// Too small a buffer for a whole-block write (an unpooled one, for
@@ -193,11 +230,11 @@ func (c *Cache) write(o *object, idx int, data []byte) (*slot, error) {
 		copy(buf, data)
 		data = buf
 	}
-	sl, err := c.packs.put(data)
+	put, err := c.packs.put(data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &sl, nil
+	return &put, nil, nil
 }
 
 // freeSlot gives the space of o's packed bytes back: its slot, or the file
@@ -225,12 +262,18 @@ func (c *Cache) removeFile(o *object) {
 // openForWrite opens (creating, sized to the object) o's file, with
 // O_DIRECT set when the filesystem allows it (see writeChunk). Called with
 // o.mu held shared: concurrent creators race harmlessly, since O_CREATE and
-// truncating to the same size are idempotent.
-func (o *object) openForWrite() (f *os.File, direct bool, err error) {
+// truncating to the same size are idempotent. A file it creates while
+// chunks of o are marked present means the file that held them is gone
+// (deleted under the daemon): it returns them as stale.
+func (o *object) openForWrite() (f *os.File, direct bool, stale []int, err error) {
 	// One open in the common case of a new file (small objects: every
 	// chunk is a first chunk); an existing file costs a second.
-	f, direct, err = openDirect(o.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	// Listed before the create: a store into the file this one creates
+	// may mark its chunk present before the create returns here.
+	before := o.presentChunks()
+	f, direct, err = openDirect(o.path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if err == nil {
+		stale = before
 		// A new directory entry: the committer must sync the directory
 		// before recording any chunk of this file.
 		o.created.Store(true)
@@ -241,15 +284,16 @@ func (o *object) openForWrite() (f *os.File, direct bool, err error) {
 		if o.meta.numChunks() > 1 {
 			if err := f.Truncate(o.meta.Size); err != nil {
 				f.Close()
-				return nil, false, err
+				return nil, false, nil, err
 			}
 		}
-		return f, direct, nil
+		return f, direct, stale, nil
 	}
 	if errors.Is(err, os.ErrExist) {
-		return openDirect(o.path, os.O_RDWR, 0)
+		f, direct, err = openDirect(o.path, os.O_RDWR|unix.O_NOFOLLOW, 0)
+		return f, direct, nil, err
 	}
-	return nil, false, err
+	return nil, false, nil, err
 }
 
 // evict drops o from the cache: memory state, file and index records.

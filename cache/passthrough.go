@@ -2,7 +2,10 @@ package cache
 
 import (
 	"errors"
+	"io/fs"
 	"os"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/backend"
 )
@@ -11,12 +14,16 @@ import (
 var ErrNotCached = errors.New("cache: object not wholly cached")
 
 // OpenCached opens obj's cache file read-only if every chunk of it is
-// cached, for handing to the kernel (FUSE passthrough): from then on the
-// kernel reads the file itself, so every chunk is checked against its
-// CRC32C first (chunks loaded from the index after a restart are not
-// trusted until then). The file stays readable after an eviction unlinks
-// it, and its bytes never change: an object version's file is only ever
-// written with that version's bytes.
+// cached, for handing to the kernel (FUSE passthrough). From then on the
+// kernel reads the file itself, with no check of its own, so the file is
+// checked here: every chunk against its CRC32C, the first time a file is
+// handed over in this process and whenever the file is no longer the one
+// last checked (fileStamp: another inode, or its size, change time or
+// modification time moved: deleted and recreated, replaced, truncated,
+// written to). The file opened is the one checked: its stamp is taken
+// again from the open descriptor. The file stays readable after an
+// eviction unlinks it, and the daemon never writes an object version's
+// file with other bytes than that version's.
 func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 	c := s.c
 	meta := metaOf(s.id, obj, c.chunkSize)
@@ -29,28 +36,90 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 		// it is served through the page cache.
 		return nil, ErrNotCached
 	}
-	for idx := range meta.numChunks() {
-		o.mu.RLock()
-		st := chunk{}
-		if !o.dead {
-			st = o.chunkAt(idx)
-		}
-		o.mu.RUnlock()
-		if st.state == chunkAbsent {
-			return nil, ErrNotCached
-		}
-		if !st.verified {
-			data, ok := c.readVerified(o, idx, meta.chunkLen(idx), int64(idx)*meta.ChunkSize)
+	o.mu.RLock()
+	whole := !o.dead && len(o.presentChunks()) == meta.numChunks()
+	o.mu.RUnlock()
+	if !whole {
+		return nil, ErrNotCached
+	}
+	before, err := stampPath(o.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		c.vanished(o)
+		return nil, ErrNotCached
+	}
+	if err != nil {
+		return nil, ErrNotCached
+	}
+	if last := o.stamp.Load(); last == nil || *last != before {
+		for idx := range meta.numChunks() {
+			data, ok := c.readVerified(o, idx)
 			if !ok {
 				return nil, ErrNotCached
 			}
 			c.bufs.put(data)
 		}
 	}
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if o.dead {
+	f, err := os.OpenFile(o.path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
 		return nil, ErrNotCached
 	}
-	return os.Open(o.path)
+	opened, err := stampFile(f)
+	if err != nil || opened != before {
+		// Changed while being checked: not the file that was checked.
+		f.Close()
+		return nil, ErrNotCached
+	}
+	o.mu.RLock()
+	dead := o.dead
+	if !dead {
+		o.stamp.Store(&opened)
+	}
+	o.mu.RUnlock()
+	if dead {
+		f.Close()
+		return nil, ErrNotCached
+	}
+	return f, nil
+}
+
+// fileStamp tells one state of one cache file from any other: a file
+// deleted and created anew is another inode (or, where inode numbers are
+// reused at once, has another birth and change time), and every write,
+// truncation or attribute change moves the change time, which no program
+// can set back.
+type fileStamp struct {
+	dev, ino     uint64
+	size         int64
+	btime, ctime unix.StatxTimestamp
+	mtime        unix.StatxTimestamp
+}
+
+const stampMask = unix.STATX_INO | unix.STATX_SIZE | unix.STATX_CTIME | unix.STATX_MTIME | unix.STATX_BTIME
+
+func stampPath(path string) (fileStamp, error) {
+	var sx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, stampMask, &sx); err != nil {
+		return fileStamp{}, err
+	}
+	return stampOf(&sx)
+}
+
+func stampFile(f *os.File) (fileStamp, error) {
+	var sx unix.Statx_t
+	err := withFd(f, func(fd int) error { return unix.Statx(fd, "", unix.AT_EMPTY_PATH, stampMask, &sx) })
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return stampOf(&sx)
+}
+
+func stampOf(sx *unix.Statx_t) (fileStamp, error) {
+	if sx.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fileStamp{}, errors.New("cache: not a regular file")
+	}
+	st := fileStamp{dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), ino: sx.Ino, size: int64(sx.Size), ctime: sx.Ctime, mtime: sx.Mtime}
+	if sx.Mask&unix.STATX_BTIME != 0 {
+		st.btime = sx.Btime
+	}
+	return st, nil
 }

@@ -144,21 +144,13 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 		s.stats.hit(len(dst))
 		return nil
 	}
-	// Fast path: a verified chunk is read straight from its file.
-	o.mu.RLock()
-	if !o.dead && o.chunkAt(idx).readable() {
-		err := o.readAt(dst, int64(idx)*meta.ChunkSize+inner)
-		o.mu.RUnlock()
-		if err == nil {
-			c.stats.hit(len(dst))
-			s.stats.hit(len(dst))
-			c.touched(o)
-			return nil
-		}
-		c.log.Warn("cache: read of cached chunk failed; refetching", "key", meta.Key, "chunk", idx, "err", err)
-		c.dropChunk(o, idx)
-	} else {
-		o.mu.RUnlock()
+	// A cached chunk: the check blocks the read touches are read and
+	// checked (check.go).
+	if c.readChecked(o, idx, dst, inner) {
+		c.stats.hit(len(dst))
+		s.stats.hit(len(dst))
+		c.touched(o)
+		return nil
 	}
 
 	// A stream's other reads of this chunk may come before or after this
@@ -408,7 +400,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	}
 	n := meta.chunkLen(idx)
 	off := int64(idx) * meta.ChunkSize
-	if data, ok := c.readVerified(o, idx, n, off); ok {
+	if data, ok := c.readVerified(o, idx); ok {
 		return chunkResult{data: data}, nil
 	}
 
@@ -456,7 +448,7 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.
 	f.set(res, nil)
-	c.store(o, idx, buf, crc32.Checksum(buf, castagnoli), f.markCounted)
+	c.store(o, idx, buf, blockSums(buf), f.markCounted)
 	return res, nil
 }
 

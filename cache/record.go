@@ -201,22 +201,48 @@ func (r *objectRecord) unmarshal(b []byte) error {
 	return d.err
 }
 
-// chunkRecord: CRC32C (Castagnoli) and length of a durable chunk.
+// chunkRecord is a durable chunk's length and the CRC32C (Castagnoli) of
+// each of its check blocks (check.go). A chunk of one block is stored as
+// before blocks, CRC then length, 8 bytes; one of several as its length
+// then its sums. An 8-byte record of a chunk of several blocks is from
+// before blocks: its one CRC is the whole chunk's (Whole).
 type chunkRecord struct {
-	CRC uint32
-	Len uint32
+	Len   uint32
+	Sums  []uint32
+	Whole bool // read back only: Sums[0] is the whole chunk's CRC32C
 }
 
 func (c chunkRecord) marshal() []byte {
-	b := binary.BigEndian.AppendUint32(nil, c.CRC)
-	return binary.BigEndian.AppendUint32(b, c.Len)
+	if len(c.Sums) == 1 {
+		b := binary.BigEndian.AppendUint32(nil, c.Sums[0])
+		return binary.BigEndian.AppendUint32(b, c.Len)
+	}
+	b := make([]byte, 0, 4+4*len(c.Sums))
+	b = binary.BigEndian.AppendUint32(b, c.Len)
+	for _, s := range c.Sums {
+		b = binary.BigEndian.AppendUint32(b, s)
+	}
+	return b
 }
 
 func (c *chunkRecord) unmarshal(b []byte) error {
-	if len(b) != 8 {
+	if len(b) == 8 {
+		c.Sums = []uint32{binary.BigEndian.Uint32(b)}
+		c.Len = binary.BigEndian.Uint32(b[4:])
+		c.Whole = blocksIn(int64(c.Len)) > 1
+		return nil
+	}
+	if len(b) < 12 || len(b)%4 != 0 {
 		return errCorruptRecord
 	}
-	c.CRC = binary.BigEndian.Uint32(b)
-	c.Len = binary.BigEndian.Uint32(b[4:])
+	c.Len = binary.BigEndian.Uint32(b)
+	c.Whole = false
+	c.Sums = make([]uint32, (len(b)-4)/4)
+	if blocksIn(int64(c.Len)) != len(c.Sums) {
+		return errCorruptRecord
+	}
+	for i := range c.Sums {
+		c.Sums[i] = binary.BigEndian.Uint32(b[4+4*i:])
+	}
 	return nil
 }

@@ -10,6 +10,7 @@ type counters struct {
 	streamed                         atomic.Int64 // fetched chunks not admitted
 	evictions                        atomic.Int64
 	verifyFailures                   atomic.Int64
+	syncFailures                     atomic.Int64 // chunks dropped because their sync failed
 	writeErrors                      atomic.Int64
 	waiting                          atomic.Int64 // readers waiting on a flight now
 	warmChunks                       atomic.Int64 // chunks fetched by Warm
@@ -36,9 +37,13 @@ type Stats struct {
 	FetchesInFlight  int64
 	Streamed         int64 // fetched chunks the policy did not admit
 	Evictions        int64
-	VerifyFailures   int64 // cached chunks that failed their checksum
-	WriteErrors      int64
-	WarmChunks       int64 // chunks fetched by Warm
+	VerifyFailures   int64 // cached chunks that failed their checksum, or whose cache file was gone
+	SyncFailures     int64 // chunks dropped because their bytes could not be made durable
+	// BufferDoubleReleases counts chunk buffers given back twice (a bug,
+	// refused: see bufPool); 0 in a healthy daemon.
+	BufferDoubleReleases int64
+	WriteErrors          int64
+	WarmChunks           int64 // chunks fetched by Warm
 	// StagedPushedOut counts chunks fetched ahead that left the staging
 	// area before their reader took them (it was full): read from disk.
 	StagedPushedOut int64
@@ -57,10 +62,10 @@ func (c *Cache) Stats() Stats {
 		BytesFromCache: s.bytesFromCache.Load(), BytesFromBackend: s.bytesFromBackend.Load(),
 		BytesFetched: s.bytesFetched.Load(), ChunksFetched: s.chunksFetched.Load(),
 		FetchesInFlight: s.fetchesInFlight.Load(), Streamed: s.streamed.Load(),
-		Evictions: s.evictions.Load(), VerifyFailures: s.verifyFailures.Load(),
+		Evictions: s.evictions.Load(), VerifyFailures: s.verifyFailures.Load(), SyncFailures: s.syncFailures.Load(),
 		WriteErrors: s.writeErrors.Load(), WarmChunks: s.warmChunks.Load(),
-		StagedPushedOut: s.stagedPushedOut.Load(),
-		Waiting:         s.waiting.Load(), Used: c.used.Load(), Capacity: c.capacity.Load(),
+		StagedPushedOut: s.stagedPushedOut.Load(), BufferDoubleReleases: c.bufs.doubleReleases.Load(),
+		Waiting: s.waiting.Load(), Used: c.used.Load(), Capacity: c.capacity.Load(),
 		DiskFull: c.space.isFull(),
 	}
 }

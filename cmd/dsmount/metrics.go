@@ -35,6 +35,7 @@ type cacheStats struct {
 	Evictions        int64  `json:"evictions"`
 	Streamed         int64  `json:"streamed"`
 	VerifyFailures   int64  `json:"verify_failures"`
+	SyncFailures     int64  `json:"sync_failures"`
 	WarmChunks       int64  `json:"warm_chunks"`
 	StagedPushedOut  int64  `json:"staged_pushed_out"`
 	DiskFull         bool   `json:"disk_full"`
@@ -46,7 +47,7 @@ func cacheReport(s cache.Stats, cf cacheFlags) cacheStats {
 		Hits: s.Hits, Misses: s.Misses, BytesFromCache: s.BytesFromCache, BytesFromBackend: s.BytesFromBackend,
 		BytesFetched: s.BytesFetched, ChunksFetched: s.ChunksFetched, FetchesInFlight: s.FetchesInFlight,
 		Used: s.Used, Capacity: s.Capacity, Evictions: s.Evictions, Streamed: s.Streamed,
-		VerifyFailures: s.VerifyFailures, WarmChunks: s.WarmChunks, StagedPushedOut: s.StagedPushedOut, DiskFull: s.DiskFull,
+		VerifyFailures: s.VerifyFailures, SyncFailures: s.SyncFailures, WarmChunks: s.WarmChunks, StagedPushedOut: s.StagedPushedOut, DiskFull: s.DiskFull,
 	}
 }
 
@@ -73,7 +74,9 @@ var cacheMetrics = []struct {
 	{"dsmount_cache_capacity_bytes", "Cache capacity in bytes.", false, func(s cache.Stats) int64 { return s.Capacity }},
 	{"dsmount_cache_evictions_total", "Objects evicted.", true, func(s cache.Stats) int64 { return s.Evictions }},
 	{"dsmount_cache_streamed_chunks_total", "Fetched chunks the policy did not keep.", true, func(s cache.Stats) int64 { return s.Streamed }},
-	{"dsmount_cache_verify_failures_total", "Cached chunks that failed their checksum and were refetched.", true, func(s cache.Stats) int64 { return s.VerifyFailures }},
+	{"dsmount_cache_verify_failures_total", "Cached chunks that failed their checksum, or whose cache file was gone, and were refetched.", true, func(s cache.Stats) int64 { return s.VerifyFailures }},
+	{"dsmount_cache_sync_failures_total", "Chunks dropped because the cache disk failed the sync that was to make them durable.", true, func(s cache.Stats) int64 { return s.SyncFailures }},
+	{"dsmount_cache_buffer_double_releases_total", "Chunk buffers given back twice: a bug, refused so that no buffer reaches two holders. 0 in a healthy daemon.", true, func(s cache.Stats) int64 { return s.BufferDoubleReleases }},
 	{"dsmount_staged_pushed_out_total", "Chunks fetched ahead that left the staging area unread (it was full); their readers read them from disk.", true, func(s cache.Stats) int64 { return s.StagedPushedOut }},
 	{"dsmount_warm_chunks_total", "Chunks fetched by warm requests.", true, func(s cache.Stats) int64 { return s.WarmChunks }},
 	{"dsmount_cache_disk_full", "1 while the cache's filesystem is full and nothing new is cached.", false, func(s cache.Stats) int64 { return boolInt(s.DiskFull) }},

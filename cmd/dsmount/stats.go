@@ -92,7 +92,7 @@ func printStats(r statsReport) {
 	}
 	fmt.Printf("  hit rate %s   used %s of %s (%s)   fetched %s in %d chunks   in flight %d\n",
 		hitRate(c.Hits, c.Misses), humanBytes(c.Used), humanBytes(c.Capacity), fill, humanBytes(c.BytesFetched), c.ChunksFetched, c.FetchesInFlight)
-	fmt.Printf("  warmed chunks %d   evictions %d   not kept %d   checksum failures %d   ahead, pushed out unread %d\n", c.WarmChunks, c.Evictions, c.Streamed, c.VerifyFailures, c.StagedPushedOut)
+	fmt.Printf("  warmed chunks %d   evictions %d   not kept %d   checksum failures %d   failed syncs %d   ahead, pushed out unread %d\n", c.WarmChunks, c.Evictions, c.Streamed, c.VerifyFailures, c.SyncFailures, c.StagedPushedOut)
 	if c.DiskFull {
 		fmt.Printf("  the cache filesystem is full: reads are served without caching until it has room again\n")
 	}

@@ -277,6 +277,8 @@ type CacheStats struct {
 	Streamed         int64 `json:"streamed"`
 	WarmChunks       int64 `json:"warm_chunks"`
 	StagedPushedOut  int64 `json:"staged_pushed_out"`
+	VerifyFailures   int64 `json:"verify_failures"`
+	SyncFailures     int64 `json:"sync_failures"`
 	DiskFull         bool  `json:"disk_full"`
 }
 

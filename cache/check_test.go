@@ -1,0 +1,124 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/backend/memory"
+)
+
+// cachedFilePath is where obj's chunks live (an object of several chunks).
+func cachedFilePath(dir string, mem *memory.Backend, obj backend.Object, chunkSize int64) string {
+	meta := metaOf(mem.ID(), obj, chunkSize)
+	id := meta.id().String()
+	return filepath.Join(dir, "data", id[:2], id)
+}
+
+// flipByte flips the byte at off of the file at path, in place.
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0}
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReadsCheckTheBlocksTheyTouch: a read of part of a cached chunk
+// reads and checks the check blocks it touches, every time (not only the
+// first after a start): a byte flipped in one block while the cache is
+// open is caught by the next read of that block, and only that block's
+// readers refetch.
+func TestReadsCheckTheBlocksTheyTouch(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	const chunkSize = 1 << 20 // 8 check blocks
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(11, 12)), 3*chunkSize+5000))
+	c := openCache(t, dir, Options{ChunkSize: chunkSize})
+	defer c.Close()
+	s := c.Source(mem)
+	readAll(t, s, obj)
+	c.commits.barrier()
+
+	flipByte(t, cachedFilePath(dir, mem, obj, chunkSize), chunkSize+5*checkBlock+7) // chunk 1, block 5
+	read := func(off, n int64) {
+		t.Helper()
+		buf := make([]byte, n)
+		if _, err := s.ReadAt(context.Background(), obj, buf, off); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, mem.Data("x")[off:off+n]) {
+			t.Fatalf("read of %d at %d: wrong bytes", n, off)
+		}
+	}
+	before := mem.Reads.Load()
+	read(chunkSize+4096, 8192)             // block 0 of chunk 1: intact
+	read(chunkSize+4*checkBlock+100, 4096) // block 4: intact
+	if c.Stats().VerifyFailures != 0 || mem.Reads.Load() != before {
+		t.Fatalf("reads of intact blocks: %d verify failures, %d fetches; want none", c.Stats().VerifyFailures, mem.Reads.Load()-before)
+	}
+	read(chunkSize+5*checkBlock, 100) // block 5: flipped
+	if c.Stats().VerifyFailures != 1 || mem.Reads.Load()-before != 1 {
+		t.Fatalf("read of the flipped block: %d verify failures, %d fetches; want 1 and 1", c.Stats().VerifyFailures, mem.Reads.Load()-before)
+	}
+}
+
+// TestWholeChunkRecordsAreCheckedWhole: a chunk recorded before check
+// blocks (one CRC32C for the whole chunk) is read and checked whole, so a
+// flipped byte anywhere in it is caught by a read of any part.
+func TestWholeChunkRecordsAreCheckedWhole(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	const chunkSize = 1 << 20
+	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(13, 14)), 2*chunkSize))
+	c := openCache(t, dir, Options{ChunkSize: chunkSize})
+	readAll(t, c.Source(mem), obj)
+	c.Close()
+
+	// Rewrite chunk 0's record as an older dsmount wrote it.
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "index")).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := metaOf(mem.ID(), obj, chunkSize)
+	id := meta.id()
+	old := binary.BigEndian.AppendUint32(nil, crc32.Checksum(mem.Data("x")[:chunkSize], castagnoli))
+	old = binary.BigEndian.AppendUint32(old, chunkSize)
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Set(chunkKey(id, 0), old) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	c = openCache(t, dir, Options{ChunkSize: chunkSize})
+	defer c.Close()
+	s := c.Source(mem)
+	buf := make([]byte, 4096)
+	if _, err := s.ReadAt(context.Background(), obj, buf, 3*checkBlock); err != nil || !bytes.Equal(buf, mem.Data("x")[3*checkBlock:3*checkBlock+4096]) {
+		t.Fatalf("read under a whole-chunk record: %v, or wrong bytes", err)
+	}
+	flipByte(t, cachedFilePath(dir, mem, obj, chunkSize), 7*checkBlock+1)
+	before := mem.Reads.Load()
+	if _, err := s.ReadAt(context.Background(), obj, buf, 0); err != nil || !bytes.Equal(buf, mem.Data("x")[:4096]) {
+		t.Fatalf("read after a flip elsewhere in the chunk: %v, or wrong bytes", err)
+	}
+	if c.Stats().VerifyFailures != 1 || mem.Reads.Load()-before != 1 {
+		t.Fatalf("%d verify failures, %d fetches; want the whole chunk checked (1 and 1)", c.Stats().VerifyFailures, mem.Reads.Load()-before)
+	}
+}

@@ -1,0 +1,197 @@
+package test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+// TestCacheFilesTamperedUnderTheDaemon: cache files are deleted, replaced,
+// truncated and re-extended, or overwritten in place while the daemon
+// runs and trusts what it wrote or checked earlier (a disk clean-up tool,
+// an admin, a second program, bit rot). After the page cache is dropped,
+// every byte read through the mount must still be the object's: the
+// daemon notices and refetches, whatever the fast path. Both kinds of
+// cache file are tampered with: the file of an object of several chunks
+// (data/) and the pack holding the small objects (packs/).
+func TestCacheFilesTamperedUnderTheDaemon(t *testing.T) {
+	m := sharedMinIO(t)
+	const bucket = "tamper"
+	m.CreateBucket(bucket)
+	src := t.TempDir()
+	r := rand.New(rand.NewPCG(21, 1))
+	files := map[string]int{"large.bin": 6<<20 + 12345, "small-0.bin": 150_000, "small-1.bin": 70_000}
+	for name, size := range files {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(src, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m.PutObject(bucket, name, data)
+	}
+	faults := []string{"delete", "replace", "truncate-extend", "flip"}
+	for _, fastPath := range []string{"no-open", "passthrough", "off"} {
+		for _, target := range []string{"data", "packs"} {
+			if target == "packs" && fastPath == "passthrough" {
+				continue // small objects are never passed through
+			}
+			for _, fault := range faults {
+				t.Run(fastPath+"/"+target+"/"+fault, func(t *testing.T) {
+					cacheDir, mp := t.TempDir(), t.TempDir()
+					d := mountS3(t, m, bucket, "", mp, cacheDir, "--chunk-size", "1M", "--fast-path", fastPath)
+					names := []string{"large.bin", "small-0.bin", "small-1.bin"}
+					readAllRight(t, src, mp, names, "first read")
+					// Twice: a passthrough mount hands a wholly cached
+					// file to the kernel from its second open on.
+					readAllRight(t, src, mp, names, "second read")
+					victim := cacheFileOf(t, cacheDir, target)
+					tamper(t, victim, fault, r)
+					if fault == "delete" && target == "data" {
+						// A read of one chunk refetches it into a new
+						// file, where the other chunks are holes.
+						refetchOneChunk(t, mp, "large.bin", victim)
+					}
+					for _, n := range names {
+						if err := testenv.DropPageCache(filepath.Join(mp, n)); err != nil {
+							t.Fatalf("dropping %s from the page cache: %v", n, err)
+						}
+					}
+					readAllRight(t, src, mp, names, "after the "+fault+" of "+victim)
+					readAllRight(t, src, mp, names, "once more after the "+fault)
+					d.Stop()
+				})
+			}
+		}
+	}
+}
+
+// readAllRight reads each name through mp and wants the bytes of src.
+func readAllRight(t *testing.T, src, mp string, names []string, when string) {
+	t.Helper()
+	for _, n := range names {
+		got, err := os.ReadFile(filepath.Join(mp, n))
+		if err != nil {
+			t.Fatalf("%s: reading %s: %v", when, n, err)
+		}
+		if err := testenv.CompareFile(src, n, got); err != nil {
+			t.Fatalf("%s: wrong bytes: %v", when, err)
+		}
+	}
+}
+
+// refetchOneChunk reads a byte in the middle of rel through mp, whose
+// cache file at path is gone, until a chunk is fetched again into a new
+// cache file there. Not at offset 0: a read there starts the sequential
+// readahead, which would refetch every chunk. Chunk by chunk: a chunk
+// fetched ahead earlier may still be staged in memory, and served from
+// there, reaching no file at all.
+func refetchOneChunk(t *testing.T, mp, rel, path string) {
+	t.Helper()
+	for off := int64(5 << 19); ; off += 1 << 20 {
+		if err := testenv.DropPageCache(filepath.Join(mp, rel)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(filepath.Join(mp, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.ReadAt(make([]byte, 1), off)
+		f.Close()
+		if err != nil {
+			t.Fatalf("reading a byte of %s at %d: %v (no chunk read made a new cache file)", rel, off, err)
+		}
+		err = testenv.WaitFor(5*time.Second, 20*time.Millisecond, "the refetched chunk's new cache file", func() (bool, error) {
+			_, err := os.Stat(path)
+			return err == nil, nil
+		})
+		if err == nil {
+			break
+		}
+	}
+	if err := testenv.DropPageCache(filepath.Join(mp, rel)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cacheFileOf returns the one regular file under cacheDir/sub.
+func cacheFileOf(t *testing.T, cacheDir, sub string) string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(filepath.Join(cacheDir, sub), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			found = append(found, p)
+		}
+		return err
+	})
+	if err != nil || len(found) != 1 {
+		t.Fatalf("files under %s/%s: %v (%v); want exactly one", cacheDir, sub, found, err)
+	}
+	return found[0]
+}
+
+// tamper does one fault to the cache file path.
+func tamper(t *testing.T, path, fault string, r *rand.Rand) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := st.Size()
+	junk := func(n int64) []byte {
+		b := make([]byte, n)
+		for i := range b[:min(n, 64<<10)] {
+			b[i] = byte(r.Uint32())
+		}
+		for i := int64(64 << 10); i < n; i += 64 << 10 {
+			copy(b[i:], b[:64<<10])
+		}
+		return b
+	}
+	switch fault {
+	case "delete":
+		err = os.Remove(path)
+	case "replace":
+		// A new file of the same size renamed over the old one, as an
+		// editor or a restore from backup would.
+		tmp := path + ".new"
+		if err = os.WriteFile(tmp, junk(size), 0o600); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	case "truncate-extend":
+		if err = os.Truncate(path, 0); err == nil {
+			err = os.Truncate(path, size)
+		}
+	case "flip":
+		// Every 64 KiB, one byte flipped, in place.
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_RDWR, 0); err == nil {
+			b := []byte{0}
+			for off := int64(100); off < size && err == nil; off += 64 << 10 {
+				if _, err = f.ReadAt(b, off); err == nil {
+					b[0] ^= 0x5a
+					_, err = f.WriteAt(b, off)
+				}
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+	default:
+		err = fmt.Errorf("unknown fault %q", fault)
+	}
+	if err != nil {
+		t.Fatalf("%s %s: %v", fault, path, err)
+	}
+	if fault != "delete" {
+		if err := testenv.DropPageCache(path); err != nil {
+			t.Fatalf("dropping %s from the page cache: %v", path, err)
+		}
+	}
+}
