@@ -10,7 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/backend"
 )
@@ -18,14 +22,27 @@ import (
 // Options tunes a Backend. The zero value is fine.
 type Options struct {
 	// Logger receives warnings about parts of the tree List had to skip
-	// (unreadable directories). Nil discards them.
+	// (unreadable directories, symlinks leading outside). Nil discards them.
 	Logger *slog.Logger
+	// FollowExternalSymlinks serves symlinks that lead outside the root as
+	// the files they reach. Off, such links are skipped, and reads through
+	// them fail with backend.ErrPermission: a link in a shared dataset
+	// directory must not expose whatever the daemon's user can read.
+	FollowExternalSymlinks bool
 }
 
 // Backend serves the regular files under one directory.
 type Backend struct {
-	root string // absolute, cleaned
-	log  *slog.Logger
+	root     string // absolute, cleaned
+	realRoot string // root with its own symlinks resolved
+	log      *slog.Logger
+	follow   bool // Options.FollowExternalSymlinks
+	// rootFile holds the root open (O_PATH): names are resolved beneath
+	// it (beneath.go). rootConn reaches its descriptor.
+	rootFile  *os.File
+	rootConn  syscall.RawConn
+	noOpenat2 atomic.Bool // the kernel has no openat2: resolve in user space
+	closed    atomic.Bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -75,7 +92,18 @@ func New(root string, opts ...Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{root: abs, log: log}, nil
+	b := &Backend{root: abs, log: log, follow: o.FollowExternalSymlinks}
+	if b.realRoot, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, backend.Wrap("open", root, kindOf(err), err)
+	}
+	if b.rootFile, err = os.OpenFile(abs, unix.O_PATH|unix.O_DIRECTORY, 0); err != nil {
+		return nil, backend.Wrap("open", root, kindOf(err), err)
+	}
+	if b.rootConn, err = b.rootFile.SyscallConn(); err != nil {
+		b.rootFile.Close()
+		return nil, backend.Wrap("open", root, backend.ErrUnavailable, err)
+	}
+	return b, nil
 }
 
 // ID returns "file://" followed by the absolute root path.
@@ -84,16 +112,27 @@ func (b *Backend) ID() string { return "file://" + b.root }
 // Root returns the absolute, cleaned root directory.
 func (b *Backend) Root() string { return b.root }
 
-// Close is a no-op: a Backend holds no open files between calls.
-func (b *Backend) Close() error { return nil }
+// Close releases the root directory, which the Backend holds open; calls
+// made after Close fail with ErrUnavailable.
+func (b *Backend) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	return b.rootFile.Close()
+}
 
 // List walks the tree under the root. Unreadable subdirectories and entries
 // that vanish during the walk are skipped (the former with a warning) so one
 // bad corner does not hide the whole dataset; an unreadable root fails.
 func (b *Backend) List(ctx context.Context, fn func(backend.Object) error) error {
+	if b.closed.Load() {
+		return backend.Errorf("list", b.ID(), backend.ErrUnavailable, "backend closed")
+	}
 	// DirFS resolves names against root+"/", so a root that is itself a
 	// symlink to a directory is walked, while links found inside are not.
 	fsys := os.DirFS(b.root)
+	outside := linkWarnings{b: b}
+	defer outside.done()
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -116,7 +155,16 @@ func (b *Backend) List(ctx context.Context, fn func(backend.Object) error) error
 		case t.IsRegular():
 			fi, err = d.Info()
 		case t&fs.ModeSymlink != 0:
-			fi, err = os.Stat(filepath.Join(b.root, filepath.FromSlash(p)))
+			fi, err = b.statBeneath("list", p)
+			if errors.Is(err, errOutside) {
+				// Only a link the opt-in would serve is worth a word:
+				// one to a directory is never walked anyway. The
+				// stat reads nothing of the target.
+				if fi, err := os.Stat(filepath.Join(b.root, filepath.FromSlash(p))); err == nil && fi.Mode().IsRegular() {
+					outside.skip(p)
+				}
+				return nil
+			}
 		default:
 			return nil
 		}
@@ -149,15 +197,12 @@ type callerError struct{ err error }
 
 func (e callerError) Error() string { return e.err.Error() }
 
-// Stat describes the file at key, following a final symlink.
+// Stat describes the file at key, following symlinks that stay beneath
+// the root (ErrPermission for one that leads outside, unless followed).
 func (b *Backend) Stat(ctx context.Context, key string) (backend.Object, error) {
-	path, err := b.path("stat", key)
+	fi, err := b.statBeneath("stat", key)
 	if err != nil {
 		return backend.Object{}, err
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return backend.Object{}, backend.Wrap("stat", key, kindOf(err), err)
 	}
 	if !fi.Mode().IsRegular() {
 		return backend.Object{}, backend.Errorf("stat", key, backend.ErrNotFound, "not a regular file (%v)", fi.Mode().Type())
@@ -168,8 +213,7 @@ func (b *Backend) Stat(ctx context.Context, key string) (backend.Object, error) 
 // ReadAt reads from obj's file at off, failing with ErrChanged if the file is
 // not, or stops being during the read, at obj.Version.
 func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error) {
-	path, err := b.path("read", obj.Key)
-	if err != nil {
+	if _, err := b.path("read", obj.Key); err != nil {
 		return 0, err
 	}
 	if off < 0 {
@@ -179,10 +223,11 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 		return 0, backend.Wrap("read", obj.Key, backend.ErrUnavailable, err)
 	}
 	// O_NONBLOCK keeps a file swapped for a FIFO from blocking the open;
-	// it has no effect on regular files.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// it has no effect on regular files. A symlink swapped in that leads
+	// outside the root is refused (ErrPermission), not opened.
+	f, err := b.open("read", obj.Key, os.O_RDONLY|syscall.O_NONBLOCK)
 	if err != nil {
-		return 0, backend.Wrap("read", obj.Key, kindOf(err), err)
+		return 0, err
 	}
 	defer f.Close()
 	if err := b.checkVersion(f, obj); err != nil {
@@ -246,13 +291,17 @@ func objectOf(key string, fi fs.FileInfo) backend.Object {
 }
 
 // version is what makes Key+Version imply the same bytes: size and mtime
-// catch in-place rewrites, the inode catches replacement by rename.
+// catch in-place rewrites, the inode catches replacement by rename, and the
+// ctime catches an in-place rewrite whose mtime was put back (rsync
+// --inplace -t), since no one can set it.
 func version(fi fs.FileInfo) string {
 	var ino uint64
+	var ctime int64
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		ino = st.Ino
+		ctime = time.Unix(st.Ctim.Unix()).UnixNano()
 	}
-	return fmt.Sprintf("%d-%d-%d", fi.Size(), fi.ModTime().UnixNano(), ino)
+	return fmt.Sprintf("%d-%d-%d-%d", fi.Size(), fi.ModTime().UnixNano(), ino, ctime)
 }
 
 // kindOf classifies an OS error by errno.

@@ -258,10 +258,12 @@ type mountRequest struct {
 	CacheSize int64  `json:"cache_size,omitempty"`
 	ChunkSize int64  `json:"chunk_size,omitempty"`
 	Policy    string `json:"policy,omitempty"`
+
+	FollowExternalSymlinks bool `json:"follow_external_symlinks,omitempty"`
 }
 
 func (r mountRequest) backendFlags() mountFlags {
-	return mountFlags{s3Endpoint: r.S3Endpoint, s3PathStyle: r.S3PathStyle, anonymous: r.Anonymous}
+	return mountFlags{s3Endpoint: r.S3Endpoint, s3PathStyle: r.S3PathStyle, anonymous: r.Anonymous, followExternalSymlinks: r.FollowExternalSymlinks}
 }
 
 type mountReply struct {

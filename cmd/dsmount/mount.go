@@ -40,6 +40,9 @@ type mountFlags struct {
 	metricsAddr      string
 	logFormat        string
 	logLevel         string
+
+	// Local sources: serve symlinks that lead outside the source.
+	followExternalSymlinks bool
 }
 
 func newMountCmd() *cobra.Command {
@@ -75,6 +78,7 @@ later mounts reuse it (--refresh lists again, picking up changed objects).`,
 	fl.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for S3-compatible stores, e.g. http://127.0.0.1:9000")
 	fl.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address buckets as ENDPOINT/BUCKET instead of BUCKET.ENDPOINT")
 	fl.BoolVar(&f.anonymous, "anonymous", false, "read a public bucket without credentials")
+	fl.BoolVar(&f.followExternalSymlinks, "follow-external-symlinks", false, "local sources: serve symlinks that lead outside SOURCE (by default they are skipped, and reads through them fail)")
 	fl.BoolVar(&f.refresh, "refresh", false, "list the source again instead of using the stored listing")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one read the mount")
 	fl.StringVar(&f.fastPath, "fast-path", string(dsfs.FastPathAuto), "how hot reads skip the daemon: no-open (small files: served from the kernel's page cache), passthrough (large files: the kernel reads the cache file; Linux >= 6.9, root), off, or auto (from the dataset's file sizes)")
@@ -206,6 +210,9 @@ func checkMountpoint(dir string) (string, error) {
 
 func openBackend(ctx context.Context, source string, f mountFlags, log *slog.Logger) (backend.Backend, error) {
 	if strings.HasPrefix(source, "s3://") {
+		if f.followExternalSymlinks {
+			return nil, usagef("--follow-external-symlinks applies to local sources only")
+		}
 		return s3.New(ctx, source, s3.Options{Endpoint: f.s3Endpoint, PathStyle: f.s3PathStyle, Anonymous: f.anonymous, Logger: log})
 	}
 	if i := strings.Index(source, "://"); i > 0 {
@@ -214,7 +221,7 @@ func openBackend(ctx context.Context, source string, f mountFlags, log *slog.Log
 	if f.s3Endpoint != "" || f.s3PathStyle || f.anonymous {
 		return nil, usagef("--s3-endpoint, --s3-path-style and --anonymous apply to s3:// sources only")
 	}
-	return posix.New(source, posix.Options{Logger: log})
+	return posix.New(source, posix.Options{Logger: log, FollowExternalSymlinks: f.followExternalSymlinks})
 }
 
 func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string, f mountFlags) error {
@@ -227,7 +234,7 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		return err
 	}
 	req := mountRequest{Source: p.source, Mountpoint: p.mountpoint, S3Endpoint: f.s3Endpoint, S3PathStyle: f.s3PathStyle,
-		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther, FastPath: f.fastPath}
+		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther, FastPath: f.fastPath, FollowExternalSymlinks: f.followExternalSymlinks}
 	if req.Source, err = normaliseSource(p.source); err != nil {
 		return err
 	}
