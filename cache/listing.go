@@ -17,8 +17,15 @@ import (
 // generation number; the meta record naming the generation is written after
 // all of its pages, so a crash mid-save leaves the previous listing whole.
 //
-//	l<source>\0m              → gen (be64), page count (be32), saved at (unix ns, be64)
+//	l<source>\0m              → gen (be64), page count (be32), saved at (unix ns, be64), format (1 byte)
 //	l<source>\0p<gen><page>   → zstd(entries)
+//
+// A listing stored in another format is not used (the source is listed
+// again): the format changes when what a listing holds does, as when the
+// backends' versions changed (2: a local file's version gained its ctime,
+// an S3 object without ETag got one bound to Last-Modified), and a mount
+// from an old listing would read with versions the backend no longer
+// makes. Listings from before the format byte are format 1.
 
 const (
 	listingPageEntries = 20000
@@ -56,10 +63,14 @@ func listingPageKey(source string, gen uint64, page int) []byte {
 	return binary.BigEndian.AppendUint32(k, uint32(page))
 }
 
+// listingFormat is the format of the listings this dsmount stores.
+const listingFormat = 2
+
 type listingMeta struct {
-	gen   uint64
-	pages int
-	saved time.Time
+	gen    uint64
+	pages  int
+	saved  time.Time
+	format byte
 }
 
 func (c *Cache) listingMeta(txn *badger.Txn, source string) (listingMeta, bool, error) {
@@ -72,15 +83,31 @@ func (c *Cache) listingMeta(txn *badger.Txn, source string) (listingMeta, bool, 
 	}
 	var m listingMeta
 	err = item.Value(func(v []byte) error {
-		if len(v) != 20 {
-			return errCorruptRecord
-		}
-		m.gen = binary.BigEndian.Uint64(v)
-		m.pages = int(binary.BigEndian.Uint32(v[8:]))
-		m.saved = time.Unix(0, int64(binary.BigEndian.Uint64(v[12:])))
-		return nil
+		return m.unmarshal(v)
 	})
 	return m, err == nil, err
+}
+
+func (m *listingMeta) unmarshal(v []byte) error {
+	switch len(v) {
+	case 20:
+		m.format = 1
+	case 21:
+		m.format = v[20]
+	default:
+		return errCorruptRecord
+	}
+	m.gen = binary.BigEndian.Uint64(v)
+	m.pages = int(binary.BigEndian.Uint32(v[8:]))
+	m.saved = time.Unix(0, int64(binary.BigEndian.Uint64(v[12:])))
+	return nil
+}
+
+func (m listingMeta) marshal() []byte {
+	b := binary.BigEndian.AppendUint64(nil, m.gen)
+	b = binary.BigEndian.AppendUint32(b, uint32(m.pages))
+	b = binary.BigEndian.AppendUint64(b, uint64(m.saved.UnixNano()))
+	return append(b, m.format)
 }
 
 // SaveListing stores objs as the listing of source, replacing any earlier one.
@@ -117,9 +144,7 @@ func (c *Cache) SaveListing(source string, objs []backend.Object) error {
 			break
 		}
 	}
-	meta := binary.BigEndian.AppendUint64(nil, gen)
-	meta = binary.BigEndian.AppendUint32(meta, uint32(pages))
-	meta = binary.BigEndian.AppendUint64(meta, uint64(time.Now().UnixNano()))
+	meta := listingMeta{gen: gen, pages: pages, saved: time.Now(), format: listingFormat}.marshal()
 	if !c.indexRoom() {
 		return fmt.Errorf("save listing: %w", ErrNoSpace)
 	}
@@ -143,7 +168,7 @@ func (c *Cache) SaveListing(source string, objs []backend.Object) error {
 }
 
 // LoadListing returns the stored listing of source and when it was saved;
-// ok is false if there is none.
+// ok is false if there is none, or none in this dsmount's format.
 func (c *Cache) LoadListing(source string) (objs []backend.Object, saved time.Time, ok bool, err error) {
 	dec, err := zstd.NewReader(nil)
 	if err != nil {
@@ -152,7 +177,7 @@ func (c *Cache) LoadListing(source string) (objs []backend.Object, saved time.Ti
 	defer dec.Close()
 	err = c.db.View(func(txn *badger.Txn) error {
 		m, found, err := c.listingMeta(txn, source)
-		if err != nil || !found {
+		if err != nil || !found || m.format != listingFormat {
 			return err
 		}
 		for p := range m.pages {

@@ -13,6 +13,17 @@
 //     If-Match, so a read either returns bytes of exactly that version or
 //     fails with backend.ErrChanged; it also checks the ETag of the answer,
 //     for stores that ignore conditional requests.
+//   - Some S3-compatible stores give no ETag. Such an object's Version is
+//     "lm:" and its Last-Modified time in UTC, at the precision the listing
+//     (or HEAD) gave, so a same-size overwrite is a new version, and ReadAt
+//     fails with backend.ErrChanged when the answer's Last-Modified header
+//     (1 s resolution) is later than the listed time's second. An object
+//     rewritten at the same size within one second of its listed time can't
+//     be told apart: List warns once that the store gives no ETags. Where
+//     the store gives no Last-Modified either, the Version is "" and changes
+//     can't be detected at all (also said once). Stat's Last-Modified comes
+//     from a HEAD header, to the second, so its Version for such an object
+//     may differ from List's: a new identity, never a wrong one.
 //   - Every failure is a *backend.Error classified from HTTP status codes and
 //     S3 error codes, never from message text. The SDK's error and, after a
 //     cancellation, the context's error stay reachable through errors.Is/As.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"time"
 
@@ -50,7 +51,7 @@ func (b *Backend) List(ctx context.Context, fn func(backend.Object) error) error
 				Key:     key,
 				Size:    aws.ToInt64(o.Size),
 				ModTime: aws.ToTime(o.LastModified),
-				Version: unquote(aws.ToString(o.ETag)),
+				Version: b.versionOf(o.ETag, o.LastModified),
 			})
 			if err != nil {
 				return err
@@ -79,12 +80,13 @@ func (b *Backend) Stat(ctx context.Context, key string) (backend.Object, error) 
 		Key:     key,
 		Size:    aws.ToInt64(out.ContentLength),
 		ModTime: aws.ToTime(out.LastModified),
-		Version: unquote(aws.ToString(out.ETag)),
+		Version: b.versionOf(out.ETag, out.LastModified),
 	}, nil
 }
 
 // ReadAt fetches [off, off+len(p)) of obj with a ranged GET conditioned on
-// its ETag, so bytes of a newer version are never returned (ErrChanged).
+// its ETag, so bytes of a newer version are never returned (ErrChanged); a
+// version bound to Last-Modified (no ETag) is checked against the answer's.
 func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error) {
 	switch {
 	case obj.Key == "":
@@ -133,6 +135,7 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 type rangeAnswer struct {
 	body          io.ReadCloser
 	etag          string
+	lastModified  string // the HTTP date, as sent
 	contentRange  string
 	contentLength int64 // -1: not given
 }
@@ -141,25 +144,29 @@ type rangeAnswer struct {
 // it can (get.go).
 func (b *Backend) get(ctx context.Context, obj backend.Object, off, n int64) (rangeAnswer, error) {
 	if b.raw != nil {
-		resp, err := b.raw.get(ctx, b.prefix+obj.Key, obj.Version, off, n)
+		resp, err := b.raw.get(ctx, b.prefix+obj.Key, ifMatch(obj.Version), off, n)
 		if err != nil {
 			return rangeAnswer{}, err
 		}
-		return rangeAnswer{body: resp.Body, etag: resp.Header.Get("ETag"), contentRange: resp.Header.Get("Content-Range"), contentLength: resp.ContentLength}, nil
+		return rangeAnswer{body: resp.Body, etag: resp.Header.Get("ETag"), lastModified: resp.Header.Get("Last-Modified"),
+			contentRange: resp.Header.Get("Content-Range"), contentLength: resp.ContentLength}, nil
 	}
 	in := &s3.GetObjectInput{
 		Bucket: aws.String(b.bucket),
 		Key:    aws.String(b.prefix + obj.Key),
 		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)),
 	}
-	if obj.Version != "" {
-		in.IfMatch = aws.String(`"` + obj.Version + `"`)
+	if etag := ifMatch(obj.Version); etag != "" {
+		in.IfMatch = aws.String(`"` + etag + `"`)
 	}
 	out, err := b.client.GetObject(ctx, in)
 	if err != nil {
 		return rangeAnswer{}, err
 	}
 	ans := rangeAnswer{body: out.Body, etag: aws.ToString(out.ETag), contentRange: aws.ToString(out.ContentRange), contentLength: -1}
+	if out.LastModified != nil {
+		ans.lastModified = out.LastModified.UTC().Format(http.TimeFormat)
+	}
 	if out.ContentLength != nil {
 		ans.contentLength = *out.ContentLength
 	}
@@ -182,10 +189,8 @@ func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, o
 	}
 	defer out.body.Close()
 
-	// If-Match already guards this; checking the answer too covers
-	// S3-compatible stores that ignore conditional headers.
-	if etag := unquote(out.etag); obj.Version != "" && etag != "" && etag != obj.Version {
-		return 0, false, backend.Errorf("read", obj.Key, backend.ErrChanged, "ETag %q, want %q", etag, obj.Version)
+	if err := checkAnswer(obj, out.etag, out.lastModified); err != nil {
+		return 0, false, err
 	}
 	if start, ok := rangeStart(out.contentRange); (ok && start != off) || (!ok && off != 0) {
 		return 0, false, backend.Errorf("read", obj.Key, backend.ErrUnavailable,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,6 +58,10 @@ type Backend struct {
 	id     string
 	log    *slog.Logger
 	conns  *connSet
+
+	// Said once per backend: the store gives no ETags, or not even
+	// Last-Modified times (version.go).
+	warnNoETag, warnNoVersion sync.Once
 }
 
 var _ backend.Backend = (*Backend)(nil)
