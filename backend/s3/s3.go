@@ -84,16 +84,16 @@ const (
 // New connects to source ("s3://bucket" or "s3://bucket/prefix") and checks
 // that it can list it, so a wrong bucket, wrong credentials or an unreachable
 // endpoint fail here with a one-line *backend.Error rather than on first use.
+// An endpoint URL with credentials in it (Options.Endpoint or the AWS
+// configuration's) is refused with backend.ErrInvalid, without repeating it.
 func New(ctx context.Context, source string, opts Options) (*Backend, error) {
 	bucket, prefix, err := parseSource(source)
 	if err != nil {
 		return nil, err
 	}
 	if opts.Endpoint != "" {
-		u, err := url.Parse(opts.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, backend.Errorf("open", source, backend.ErrInvalid,
-				"endpoint %q must be an http:// or https:// URL", opts.Endpoint)
+		if err := checkEndpoint(source, "endpoint", opts.Endpoint); err != nil {
+			return nil, err
 		}
 	}
 	log := opts.Logger
@@ -149,6 +149,13 @@ func New(ctx context.Context, source string, opts Options) (*Backend, error) {
 	b.client = newClient(cfg, opts, conns)
 	b.id = "s3://" + bucket + "/" + prefix
 	if ep := aws.ToString(b.client.Options().BaseEndpoint); ep != "" {
+		if opts.Endpoint == "" && strings.Contains(ep, "@") {
+			// The AWS configuration's endpoint (AWS_ENDPOINT_URL_S3,
+			// AWS_ENDPOINT_URL, a profile's endpoint_url) would go
+			// into the ID just the same.
+			b.Close()
+			return nil, backend.Errorf("open", source, backend.ErrInvalid, "the endpoint from the AWS configuration: %s", errEndpointCredentials)
+		}
 		// Two stores can hold buckets of the same name; the endpoint
 		// keeps their cache entries apart.
 		b.id += "@" + strings.TrimRight(ep, "/")

@@ -1,0 +1,44 @@
+package s3
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+// TestEndpointCredentials: user information in an endpoint URL, whether
+// given as Options.Endpoint or found by the SDK in the environment, is
+// refused before any request with a one-line ErrInvalid that does not echo
+// it; otherwise it would end up in the source ID, and so in /proc/mounts,
+// logs, stats and the cache index.
+func TestEndpointCredentials(t *testing.T) {
+	isolateEnv(t)
+	addr := freeAddr(t) // nothing listens: a check made after a request would fail otherwise
+	for _, c := range []struct {
+		name, endpoint, env string
+	}{
+		{"option", "http://dsuser:secretpw@" + addr, ""},
+		{"option user only", "http://dsuser@" + addr, ""},
+		{"option without scheme", "dsuser:secretpw@" + addr, ""},
+		{"AWS_ENDPOINT_URL_S3", "", "AWS_ENDPOINT_URL_S3"},
+		{"AWS_ENDPOINT_URL", "", "AWS_ENDPOINT_URL"},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv(c.env, "http://dsuser:secretpw@"+addr)
+			}
+			_, err := New(context.Background(), "s3://bucket/prefix", Options{Endpoint: c.endpoint, PathStyle: true})
+			mustKind(t, err, backend.ErrInvalid)
+			msg := err.Error()
+			if strings.Contains(msg, "secretpw") || strings.Contains(msg, "dsuser") || strings.Contains(msg, "\n") {
+				t.Errorf("error echoes the credentials or spans lines: %q", msg)
+			}
+			if !strings.Contains(msg, "credentials in the endpoint URL are not accepted") {
+				t.Errorf("error %q does not say why", msg)
+			}
+			t.Log(msg)
+		})
+	}
+}
