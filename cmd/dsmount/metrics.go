@@ -1,7 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -56,6 +60,8 @@ func cacheReport(s cache.Stats, cf cacheFlags) cacheStats {
 type collector struct {
 	d     *daemon
 	descs map[string]*prometheus.Desc
+	// skipped is said once: a series that could not be made (see emit).
+	skipped sync.Once
 }
 
 var cacheMetrics = []struct {
@@ -145,11 +151,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if m.counter {
 			kind = prometheus.CounterValue
 		}
-		ch <- prometheus.MustNewConstMetric(c.descs[m.name], kind, float64(m.value(s)))
+		c.emit(ch, m.name, kind, float64(m.value(s)))
 	}
 	for _, ms := range c.d.mountStats() {
 		for _, m := range mountMetrics {
-			ch <- prometheus.MustNewConstMetric(c.descs[m.name], prometheus.CounterValue, float64(m.value(ms)), ms.Mountpoint)
+			c.emit(ch, m.name, prometheus.CounterValue, float64(m.value(ms)), ms.Mountpoint)
 		}
 		for _, j := range ms.Jobs {
 			for _, m := range jobMetrics {
@@ -157,10 +163,55 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				if m.counter {
 					kind = prometheus.CounterValue
 				}
-				ch <- prometheus.MustNewConstMetric(c.descs[m.name], kind, m.value(j), ms.Mountpoint, j.Name)
+				c.emit(ch, m.name, kind, m.value(j), ms.Mountpoint, j.Name)
 			}
 		}
 	}
+}
+
+// emit sends one series, its label values made valid by labelValue. Collect
+// runs in a goroutine of its own: a panic there (MustNewConstMetric's, on
+// a label it refuses) would end the daemon and every mount with it, so a
+// series that still can't be made is left out, and said once.
+func (c *collector) emit(ch chan<- prometheus.Metric, name string, kind prometheus.ValueType, v float64, labels ...string) {
+	for i, l := range labels {
+		labels[i] = labelValue(l)
+	}
+	m, err := prometheus.NewConstMetric(c.descs[name], kind, v, labels...)
+	if err != nil {
+		c.skipped.Do(func() {
+			c.d.log.Warn("metrics: leaving out a series that can't be exported", "metric", name, "err", err)
+		})
+		return
+	}
+	ch <- m
+}
+
+// labelValue makes s a valid Prometheus label value (UTF-8) without ever
+// giving two distinct strings the same value: mountpoints and job names are
+// any bytes but NUL. A valid string without a backslash, the usual case, is
+// kept as it is; in any other every backslash is doubled and every byte
+// that isn't part of valid UTF-8 is written as \xNN. Only the latter
+// contain a backslash, and their escapes decode one way, so values never
+// merge.
+func labelValue(s string) string {
+	if utf8.ValidString(s) && !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\':
+			b.WriteString(`\\`)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func metricsHandler(reg *prometheus.Registry) http.Handler {
