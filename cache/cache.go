@@ -17,6 +17,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"golang.org/x/sys/unix"
 )
 
 // ErrInUse is returned by Open when another process holds the cache dir.
@@ -116,6 +117,9 @@ func Open(dir string, opts Options) (*Cache, error) {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create cache dir: %w", err)
+	}
+	if err := checkPrivate(dir); err != nil {
+		return nil, err
 	}
 	lf, err := lockDir(dir)
 	if err != nil {
@@ -221,9 +225,9 @@ func (c *Cache) open() error {
 // lockDir takes an exclusive, non-blocking flock on dir/dsmount.lock and
 // writes our pid into it so the error can name the holder.
 func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "dsmount.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, "dsmount.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open cache lock: %w", err)
+		return nil, fmt.Errorf("open cache lock: %w", linkErr(err))
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		b := make([]byte, 32)

@@ -209,7 +209,7 @@ func (s *packStore) startPack() error {
 			continue
 		}
 		path := filepath.Join(s.dir, packName(id))
-		wf, direct, err := openDirect(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		wf, direct, err := openDirect(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		if errors.Is(err, os.ErrExist) && attempt < 3 {
 			continue
 		}
@@ -312,7 +312,7 @@ func (p *pack) closeFiles() {
 // record but missing on disk fails here, and the chunk is refetched.
 func (p *pack) file() (*os.File, error) {
 	p.openOnce.Do(func() {
-		p.f, p.openErr = os.OpenFile(p.path, os.O_RDWR, 0)
+		p.f, p.openErr = os.OpenFile(p.path, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	})
 	return p.f, p.openErr
 }

@@ -85,9 +85,9 @@ func startSpaceGuard(dir string, size int64, every time.Duration, log *slog.Logg
 
 // take allocates the reserve file.
 func (g *spaceGuard) take() error {
-	f, err := os.OpenFile(g.reserve, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(g.reserve, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return err
+		return linkErr(err)
 	}
 	defer f.Close()
 	err = unix.Fallocate(int(f.Fd()), 0, 0, g.size)
@@ -253,7 +253,7 @@ func (x *indexFiles) prepare() bool {
 
 // allocate gives every block of path's first size bytes a place on disk.
 func allocate(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}

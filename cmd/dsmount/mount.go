@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -92,7 +93,7 @@ const policyOrder = "order"
 
 func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount daemon per directory)")
+	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount daemon per directory; owned by the daemon's user, writable by it alone)")
 	fl.StringVar(&f.cacheSize, "cache-size", "", "most bytes of data to keep, e.g. 200G (default: 80% of the cache filesystem's free space at start, less 32 MiB)")
 	fl.StringVar(&f.chunkSize, "chunk-size", "4M", "unit of fetching and caching; a smaller object is one chunk")
 	fl.StringVar(&f.policy, "cache-policy", policyOrder, "what to keep when the cache is full: order (what declared orders need soonest; fill-and-hold while none is declared), fill-and-hold (keep what is cached, stream the rest) or lru")
@@ -104,11 +105,21 @@ func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
+// defaultCacheDir is $XDG_CACHE_HOME/dsmount, else ~/.cache/dsmount with
+// the home directory from $HOME or, where it is unset (a service), the
+// user database; "" if neither says. Never a path under a shared
+// directory such as /tmp: another user could make it first, with links
+// in it (see cache.ErrNotPrivate).
 func defaultCacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "dsmount")
 	}
-	return filepath.Join(os.TempDir(), "dsmount-cache")
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		if st, err := os.Stat(u.HomeDir); err == nil && st.IsDir() {
+			return filepath.Join(u.HomeDir, ".cache", "dsmount")
+		}
+	}
+	return ""
 }
 
 // mountPlan is the validated command line.
@@ -149,6 +160,9 @@ func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
 func planCacheFields(f mountFlags) (mountPlan, error) {
 	var p mountPlan
 	var err error
+	if f.cacheDir == "" {
+		return p, usagef("no cache directory: $HOME and $XDG_CACHE_HOME are unset and this user has no home directory; pass --cache-dir")
+	}
 	if f.cacheSize != "" {
 		if p.capacity, err = parseSize(f.cacheSize); err != nil {
 			return p, usagef("--cache-size: %w", err)
