@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -107,10 +106,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 	d := &daemon{cache: c, ra: ra, streams: readahead.NewStreams(0, 0), opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}, pending: map[string]bool{}}
 	sock := filepath.Join(cf.dir, socketName)
 	os.Remove(sock) // stale: whoever made it no longer holds the cache lock
-	ln, err := net.Listen("unix", sock)
-	if err == nil {
-		err = os.Chmod(sock, 0o600)
-	}
+	ln, err := listenPrivate(sock)
 	if err != nil {
 		ra.Close()
 		c.Close()
@@ -290,13 +286,24 @@ func (d *daemon) serveSocket() {
 }
 
 func (d *daemon) handleConn(conn net.Conn) {
-	var req mountRequest
-	line, err := bufio.NewReader(conn).ReadBytes('\n')
-	if err == nil {
-		err = json.Unmarshal(line, &req)
-	}
 	reply := mountReply{Pid: os.Getpid()}
+	peerErr := checkPeer(conn)
+	var req mountRequest
+	// Read even from a peer that is refused, so that it reads the refusal
+	// rather than a broken pipe.
+	line, err := readRequestLine(conn)
 	if err != nil {
+		// Nobody to answer: it said nothing in time, or hung up.
+		d.log.Debug("daemon socket: no request", "err", err)
+		return
+	}
+	if peerErr != nil {
+		d.log.Warn("daemon socket: request refused", "err", peerErr)
+		reply.Error = peerErr.Error()
+		d.reply(conn, reply)
+		return
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
 		reply.Error = "malformed request: " + err.Error()
 	} else if err := d.checkSettings(req); err != nil {
 		reply.Error = err.Error()
@@ -310,6 +317,11 @@ func (d *daemon) handleConn(conn net.Conn) {
 			reply.Files, reply.Dirs = m.Files(), m.Dirs()
 		}
 	}
+	d.reply(conn, reply)
+}
+
+func (d *daemon) reply(conn net.Conn, reply mountReply) {
+	conn.SetWriteDeadline(time.Now().Add(socketWriteTimeout))
 	json.NewEncoder(conn).Encode(reply)
 }
 
@@ -331,7 +343,7 @@ func (d *daemon) checkSettings(r mountRequest) error {
 // joinDaemon asks the daemon of cacheDir, if one runs, to add the mount.
 // ok is false when no daemon answers on the socket.
 func joinDaemon(cacheDir string, req mountRequest) (reply mountReply, ok bool, err error) {
-	conn, err := net.Dial("unix", filepath.Join(cacheDir, socketName))
+	conn, err := dialSocket(filepath.Join(cacheDir, socketName))
 	if err != nil {
 		return reply, false, nil
 	}
