@@ -27,10 +27,6 @@ import (
 // session at; on other mounts opening ControlName read-write works too.)
 const ControlName = ".dsmount-control"
 
-// maxRequestBytes bounds a control request (a warm list of a few million
-// paths fits).
-const maxRequestBytes = 512 << 20
-
 // controlIno keeps clear of the tree's inode numbers, which count up from 1.
 const controlIno = 1 << 62
 
@@ -91,13 +87,21 @@ func (n *controlNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, 
 	if n.m.FastPathMode() == FastPathNoOpen {
 		return nil, 0, syscall.ENOSYS
 	}
-	return newControlHandle(n.m), fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	h, errno := n.m.newControlHandle(ctx)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
 }
 
 // controlSession answers the creation of a session entry: a fresh inode
 // the kernel forgets at once (zero timeouts), and a handle that lives
 // until the client closes it.
 func (m *Mount) controlSession(ctx context.Context, root *node, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	h, errno := m.newControlHandle(ctx)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
 	ino := controlIno + m.sessions.Add(1)
 	out.Mode = fuse.S_IFREG | 0o600
 	out.Ino = ino
@@ -106,22 +110,28 @@ func (m *Mount) controlSession(ctx context.Context, root *node, out *fuse.EntryO
 	out.SetAttrTimeout(0)
 	ctl := &controlNode{m: m, ino: ino}
 	inode := root.NewInode(ctx, ctl, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino})
-	return inode, newControlHandle(m), fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	return inode, h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
 }
 
-func newControlHandle(m *Mount) *controlHandle {
-	return &controlHandle{m: m, notify: make(chan struct{})}
+// newControlHandle opens a session for the caller behind ctx, within its
+// user's bound on sessions.
+func (m *Mount) newControlHandle(ctx context.Context) (*controlHandle, syscall.Errno) {
+	c := m.caller(ctx)
+	if errno := m.openSession(c); errno != 0 {
+		return nil, errno
+	}
+	return &controlHandle{m: m, caller: c, notify: make(chan struct{})}, 0
 }
 
 // controlHandle is one client session: a request being written, then the
 // response being read. Its request runs in a goroutine it owns; Release
 // cancels it and waits for it.
 type controlHandle struct {
-	m *Mount
+	m      *Mount
+	caller Caller // who opened the session; PID: who wrote the request
 
 	mu      sync.Mutex
 	req     []byte
-	pid     int // the process that wrote the request
 	started bool
 	out     []byte        // response bytes not read yet
 	done    bool          // the request finished; out is all there will be
@@ -142,12 +152,16 @@ func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint
 	if h.started {
 		return 0, syscall.EBUSY
 	}
-	if len(h.req)+len(data) > maxRequestBytes {
+	if len(h.req)+len(data) > h.caller.maxRequest() {
+		// Refused whole: nothing more is kept, and the session is over.
+		h.req = nil
+		h.started, h.done = true, true
+		h.wake()
 		return 0, syscall.EFBIG
 	}
 	h.req = append(h.req, data...)
-	if h.pid == 0 {
-		h.pid = callerPID(ctx)
+	if pid := callerPID(ctx); pid != 0 && len(h.req) == len(data) {
+		h.caller.PID = pid
 	}
 	if bytes.HasSuffix(h.req, []byte{'\n'}) {
 		h.start()
@@ -171,7 +185,7 @@ func (h *controlHandle) start() {
 			h.emit(Event{Type: "error", Error: "malformed control request: " + err.Error()})
 			return
 		}
-		h.m.handle(ctx, req, h.pid, h.emit)
+		h.m.handle(ctx, req, h.caller, h.emit)
 	}()
 }
 
@@ -232,22 +246,23 @@ func (h *controlHandle) Release(ctx context.Context) syscall.Errno {
 		cancel()
 	}
 	h.wg.Wait()
+	h.m.closeSession(h.caller)
 	return 0
 }
 
-// handle serves one control request, reporting through emit.
-func (m *Mount) handle(ctx context.Context, req Request, pid int, emit func(Event)) {
+// handle serves one control request from c, reporting through emit.
+func (m *Mount) handle(ctx context.Context, req Request, c Caller, emit func(Event)) {
 	switch req.Op {
 	case "warm":
 		m.warm(ctx, req, emit)
 	case "order":
-		m.order(ctx, req, pid, emit)
+		m.order(ctx, req, c, emit)
 	case "stats":
 		if m.statsHook == nil {
 			emit(Event{Type: "error", Error: "stats are not available on this mount"})
 			return
 		}
-		b, err := json.Marshal(m.statsHook(m))
+		b, err := json.Marshal(m.statsHook(m, c))
 		if err != nil {
 			emit(Event{Type: "error", Error: err.Error()})
 			return

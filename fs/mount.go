@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,9 +37,10 @@ type Config struct {
 	AllowOther bool
 	// Logger receives skipped keys and read errors. Default: discard.
 	Logger *slog.Logger
-	// Stats, if set, answers the control entry's "stats" request: whatever
-	// it returns is sent as JSON. The daemon sets it to report every mount.
-	Stats func(*Mount) any
+	// Stats, if set, answers the control entry's "stats" request of a
+	// caller: whatever it returns is sent as JSON. The daemon sets it to
+	// report every mount (to a privileged caller; see Caller).
+	Stats func(*Mount, Caller) any
 	// Readahead, if set, receives the mount's declared orders and reads,
 	// and prefetches for them.
 	Readahead *readahead.Mount
@@ -72,7 +74,7 @@ type Mount struct {
 	dir        string
 	cache      *cache.Cache
 	src        *cache.Source
-	statsHook  func(*Mount) any
+	statsHook  func(*Mount, Caller) any
 	ra         *readahead.Mount
 	streams    *readahead.Streams
 	log        *slog.Logger
@@ -85,6 +87,10 @@ type Mount struct {
 	// already be opening files.
 	fastPath atomic.Value
 	sessions atomic.Uint64 // control sessions created, for their inode numbers
+
+	sessMu     sync.Mutex
+	sessionsOf map[uint32]int // control sessions open, by user
+	refusals   atomic.Int64   // sessions refused, for rate-limiting their warnings
 
 	reads, bytesRead, readErrors, lookups atomic.Int64
 }
@@ -113,6 +119,7 @@ func New(cfg Config) *Mount {
 		log:        log,
 		tree:       t,
 		allowOther: cfg.AllowOther,
+		sessionsOf: make(map[uint32]int),
 		uid:        uint32(os.Getuid()),
 		gid:        uint32(os.Getgid()),
 	}
@@ -219,6 +226,23 @@ func (m *Mount) readFailed(key string, off int64, err error) {
 	if m.readErrors.Add(1) <= 100 {
 		m.log.Warn("read failed", "key", key, "offset", off, "err", err)
 	}
+}
+
+// Stats returns the mount's figures as c may see them: a caller who is
+// not privileged sees only its own jobs.
+func (m *Mount) StatsFor(c Caller) MountStats {
+	s := m.Stats()
+	if c.Privileged {
+		return s
+	}
+	mine := []readahead.JobStats{}
+	for _, j := range s.Jobs {
+		if j.UID == c.UID {
+			mine = append(mine, j)
+		}
+	}
+	s.Jobs = mine
+	return s
 }
 
 // Stats returns the mount's figures.

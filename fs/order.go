@@ -29,7 +29,7 @@ const maxSkippedExamples = 10
 // descendants count for this job alone. The dsmount CLI is a passing
 // process, so its declarations are owned by none (pid 0); its --pid flag
 // names the training process instead.
-func (m *Mount) order(ctx context.Context, req Request, pid int, emit func(Event)) {
+func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Event)) {
 	fail := func(err error) { emit(Event{Type: "error", Error: err.Error()}) }
 	if m.ra == nil {
 		fail(errors.New("declared orders are not available on this mount"))
@@ -40,7 +40,12 @@ func (m *Mount) order(ctx context.Context, req Request, pid int, emit func(Event
 		return
 	}
 	if req.End {
-		emit(Event{Type: "result", Order: &OrderResult{Job: req.Job, Ended: m.ra.End(req.Job)}})
+		ended, err := m.ra.End(req.Job, c.UID, c.Privileged)
+		if err != nil {
+			fail(fmt.Errorf("order: job %q: %w", req.Job, err))
+			return
+		}
+		emit(Event{Type: "result", Order: &OrderResult{Job: req.Job, Ended: ended}})
 		return
 	}
 	if req.Epoch < 0 {
@@ -62,14 +67,22 @@ func (m *Mount) order(ctx context.Context, req Request, pid int, emit func(Event
 		fail(fmt.Errorf("order: none of the %d paths is a file of this mount (first: %s)", len(req.Paths), res.SkippedExamples[0]))
 		return
 	}
+	pid := c.PID
 	if req.PID != 0 {
+		// Another user's process would take that user's reads from its
+		// jobs: only one's own may be named.
+		if err := ownsProcess(c.UID, req.PID); err != nil && !c.Privileged {
+			fail(fmt.Errorf("order: --pid %d: %w", req.PID, err))
+			return
+		}
 		pid = req.PID
 	} else if req.Anonymous {
 		pid = 0
 	}
-	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, PID: max(pid, 0)})
+	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, PID: max(pid, 0),
+		Owner: c.UID, Override: c.Privileged})
 	if err != nil {
-		fail(fmt.Errorf("order: %w", err))
+		fail(fmt.Errorf("order: job %q: %w", req.Job, err))
 		return
 	}
 	res.Declared, res.NextDeclared, res.Duplicates = got.Current, got.Next, got.Duplicates

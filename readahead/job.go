@@ -50,6 +50,9 @@ type job struct {
 	// pid is the process that declared the order (0: unknown, e.g. the
 	// CLI). Reads by it or its descendants (loader workers) are the job's.
 	pid int
+	// owner is the user who declared the job first: only they (or an
+	// Override) may declare it again or end it.
+	owner uint32
 
 	// scan is where the prefetcher resumes: positions before it (and after
 	// frontier) were already issued or found cached. It may run into the
@@ -157,6 +160,7 @@ func (j *job) itemAt(p int) (Item, bool) {
 type JobStats struct {
 	Mount        string  `json:"mount"`
 	Name         string  `json:"name"`
+	UID          uint32  `json:"uid"` // the user who owns the job
 	Epoch        int     `json:"epoch"`
 	Declared     int     `json:"declared"`      // items in the current epoch's order
 	NextDeclared int     `json:"next_declared"` // items in the next epoch's order, 0 if not declared
@@ -173,7 +177,7 @@ type JobStats struct {
 
 func (j *job) stats(now time.Time) JobStats {
 	s := JobStats{
-		Mount: j.mount.name, Name: j.name, Epoch: j.cur.epoch, Declared: len(j.cur.items),
+		Mount: j.mount.name, Name: j.name, UID: j.owner, Epoch: j.cur.epoch, Declared: len(j.cur.items),
 		Read: j.nread, Frontier: j.frontier, Window: j.window, ReadRate: j.rate,
 		TotalReads: j.totalReads, Prefetched: j.prefetched, PrefetchHits: j.prefetchHits, Stalls: j.stalls,
 		IdleSeconds: now.Sub(j.lastActive).Seconds(),

@@ -25,6 +25,10 @@ const (
 	MinWindow = 32
 	// MaxDeclared bounds one epoch's declaration.
 	MaxDeclared = 10_000_000
+	// MaxJobsPerUser bounds the jobs one user may have on a mount, except
+	// where a declaration may override ownership (root, the mount's
+	// owner): a user of a shared node can't fill the registry.
+	MaxJobsPerUser = 16
 )
 
 // Config configures a Registry. The zero value of each field picks a
@@ -152,6 +156,12 @@ type Declaration struct {
 	// PID is the declaring process, if known: reads by it and its
 	// descendants (loader workers) are attributed to this job alone.
 	PID int
+	// Owner is the declaring user. A job belongs to the user who first
+	// declared it: another user's declaration of it fails with
+	// ErrNotOwner, unless Override (the caller is root or the mount's
+	// owner), which also lifts MaxJobsPerUser.
+	Owner    uint32
+	Override bool
 }
 
 // Declared reports what a declaration kept.
@@ -165,6 +175,10 @@ var (
 	ErrEmpty   = errors.New("the declared order names no files")
 	ErrTooMany = fmt.Errorf("a declared order may name at most %d files", MaxDeclared)
 	ErrNoJob   = errors.New("no job name")
+	// ErrNotOwner: the job belongs to another user.
+	ErrNotOwner = errors.New("the job belongs to another user")
+	// ErrTooManyJobs: the user has MaxJobsPerUser jobs on the mount.
+	ErrTooManyJobs = fmt.Errorf("a user may have at most %d jobs on a mount: end one first", MaxJobsPerUser)
 )
 
 // Declare sets a job's order for an epoch (creating the job), replacing any
@@ -186,8 +200,15 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 	r.mu.Lock()
 	k := jobKey{m, d.Job}
 	j := r.jobs[k]
-	if j == nil {
-		j = &job{mount: m, name: d.Job, rateAt: now}
+	switch {
+	case j != nil && j.owner != d.Owner && !d.Override:
+		r.mu.Unlock()
+		return Declared{}, fmt.Errorf("%w (uid %d)", ErrNotOwner, j.owner)
+	case j == nil && !d.Override && m.jobsOf(d.Owner) >= MaxJobsPerUser:
+		r.mu.Unlock()
+		return Declared{}, ErrTooManyJobs
+	case j == nil:
+		j = &job{mount: m, name: d.Job, rateAt: now, owner: d.Owner}
 		r.jobs[k] = j
 	}
 	j.start(newOrder(d.Epoch, cur))
@@ -216,18 +237,34 @@ func dedup(items []Item) ([]Item, int) {
 	return out, len(items) - len(out)
 }
 
-// End forgets a job; false if there was none of that name.
-func (m *Mount) End(name string) bool {
+// jobsOf counts the mount's jobs owned by uid; r.mu is held.
+func (m *Mount) jobsOf(uid uint32) int {
+	n := 0
+	for k, j := range m.r.jobs {
+		if k.mount == m && j.owner == uid {
+			n++
+		}
+	}
+	return n
+}
+
+// End forgets a job; false if there was none of that name. A job another
+// user owns is left alone (ErrNotOwner) unless override.
+func (m *Mount) End(name string, owner uint32, override bool) (bool, error) {
 	r := m.r
 	r.mu.Lock()
 	k := jobKey{m, name}
-	_, ok := r.jobs[k]
+	j, ok := r.jobs[k]
+	if ok && j.owner != owner && !override {
+		r.mu.Unlock()
+		return false, fmt.Errorf("%w (uid %d)", ErrNotOwner, j.owner)
+	}
 	delete(r.jobs, k)
 	r.mu.Unlock()
 	if ok {
 		r.gen.Add(1)
 	}
-	return ok
+	return ok, nil
 }
 
 // Close forgets every job of the mount.

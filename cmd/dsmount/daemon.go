@@ -361,11 +361,17 @@ func joinDaemon(cacheDir string, req mountRequest) (reply mountReply, ok bool, e
 }
 
 // stats is the control entry's "stats" answer: the asking mount, every
-// mount of the daemon, and the cache.
-func (d *daemon) stats(asking *dsfs.Mount) any {
-	all := d.mountStats()
-	sort.Slice(all, func(i, j int) bool { return all[i].Mountpoint < all[j].Mountpoint })
-	return statsReport{DaemonPid: os.Getpid(), Mount: asking.Stats(), Mounts: all, Cache: cacheReport(d.cache.Stats(), d.opts)}
+// mount of the daemon, and the cache. A caller who is not privileged (a
+// user other than the daemon's or root, on a mount with --allow-other)
+// sees the mount it asks through alone, with its own jobs alone.
+func (d *daemon) stats(asking *dsfs.Mount, c dsfs.Caller) any {
+	mine := asking.StatsFor(c)
+	all := []dsfs.MountStats{mine}
+	if c.Privileged {
+		all = d.mountStats()
+		sort.Slice(all, func(i, j int) bool { return all[i].Mountpoint < all[j].Mountpoint })
+	}
+	return statsReport{DaemonPid: os.Getpid(), Mount: mine, Mounts: all, Cache: cacheReport(d.cache.Stats(), d.opts)}
 }
 
 func (d *daemon) serveMetrics(addr string) error {

@@ -21,6 +21,9 @@ type CLIOptions struct {
 	Env   []string // the whole environment; nil means os.Environ()
 	Dir   string   // working directory; "" means the test's
 	Stdin string   // what the command reads on stdin ("" : empty stdin)
+	// As, if set, runs the command as that user (the tests run as root):
+	// how a test plays a second user of a shared node.
+	As *syscall.Credential
 }
 
 // RunCLIWith is RunCLI with a working directory and stdin.
@@ -53,7 +56,7 @@ func StartCLI(bin string, opts CLIOptions, args ...string) (*CLIProc, error) {
 	}
 	cmd.Dir = opts.Dir
 	cmd.Stdin = strings.NewReader(opts.Stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: opts.As}
 	p := &CLIProc{cmd: cmd, stdout: &capBuffer{max: 16 << 20}, stderr: &capBuffer{max: 16 << 20}, done: make(chan struct{})}
 	cmd.Stdout = p.stdout
 	cmd.Stderr = p.stderr
