@@ -42,3 +42,21 @@ func TestEndpointCredentials(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCheckEndpoint: whatever --s3-endpoint (or the AWS configuration)
+// says, the check returns, never accepts user information, and never
+// repeats a refused URL that carries some.
+func FuzzCheckEndpoint(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1:9000", "https://s3.example.com/", "http://u:pw@h", "u:pw@h", "ftp://h", "http://[::1", "http://h/%zz", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, endpoint string) {
+		err := checkEndpoint("s3://b", "endpoint", endpoint)
+		if err == nil && strings.Contains(endpoint, "@") {
+			t.Fatalf("accepted %q, which carries user information", endpoint)
+		}
+		if err != nil && strings.Contains(endpoint, "@") && len(endpoint) > 3 && strings.Contains(err.Error(), endpoint) {
+			t.Fatalf("the refusal of %q repeats it: %v", endpoint, err)
+		}
+	})
+}
