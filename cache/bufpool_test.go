@@ -119,7 +119,7 @@ func TestRecycledBuffersNeverReachReaders(t *testing.T) {
 				case 0:
 					s.Prefetch(obj, idx)
 				case 1:
-					if _, err := s.Warm(ctx, obj, idx, nil); err != nil && !errors.Is(err, ErrFull) {
+					if _, err := s.Warm(ctx, obj, idx, Foreground, nil); err != nil && !errors.Is(err, ErrFull) {
 						errs <- err
 						return
 					}

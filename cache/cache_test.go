@@ -334,15 +334,15 @@ func TestWarmFillsUpToCapacityWithoutEvicting(t *testing.T) {
 	s := c.Source(mem)
 	want := []WarmOutcome{WarmFetched, WarmFetched}
 	for i, o := range objs[:2] {
-		got, err := s.Warm(context.Background(), o, 0, nil)
+		got, err := s.Warm(context.Background(), o, 0, Foreground, nil)
 		if err != nil || got != want[i] {
 			t.Fatalf("warm %d: %v, %v; want %v", i, got, err, want[i])
 		}
 	}
-	if _, err := s.Warm(context.Background(), objs[2], 0, nil); !errors.Is(err, ErrFull) {
+	if _, err := s.Warm(context.Background(), objs[2], 0, Foreground, nil); !errors.Is(err, ErrFull) {
 		t.Fatalf("warm past capacity: %v, want ErrFull", err)
 	}
-	if got, err := s.Warm(context.Background(), objs[0], 0, nil); err != nil || got != WarmAlreadyCached {
+	if got, err := s.Warm(context.Background(), objs[0], 0, Foreground, nil); err != nil || got != WarmAlreadyCached {
 		t.Fatalf("warm again: %v, %v", got, err)
 	}
 	if n, _ := s.CachedBytes(objs[0]); n != objs[0].Size {
@@ -459,7 +459,7 @@ func TestWarmReportsFetched(t *testing.T) {
 	s := c.Source(mem)
 	calls := 0
 	var usedAtFetched int64
-	outcome, err := s.Warm(context.Background(), obj, 0, func() { calls++; usedAtFetched = c.Used() })
+	outcome, err := s.Warm(context.Background(), obj, 0, Foreground, func() { calls++; usedAtFetched = c.Used() })
 	if err != nil || outcome != WarmFetched {
 		t.Fatalf("Warm = %v, %v", outcome, err)
 	}
@@ -475,7 +475,7 @@ func TestWarmReportsFetched(t *testing.T) {
 		t.Error("Warm returned before the chunk was stored")
 	}
 	calls = 0
-	if outcome, err := s.Warm(context.Background(), obj, 0, func() { calls++ }); err != nil || outcome != WarmAlreadyCached || calls != 0 {
+	if outcome, err := s.Warm(context.Background(), obj, 0, Foreground, func() { calls++ }); err != nil || outcome != WarmAlreadyCached || calls != 0 {
 		t.Fatalf("Warm of a cached chunk = %v, %v, fetched called %d times; want already cached, no fetch", outcome, err, calls)
 	}
 }

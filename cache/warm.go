@@ -59,8 +59,10 @@ func (s *Source) CachedBytes(obj backend.Object) (int64, error) {
 // nil, is called as soon as its bytes have arrived and are counted against
 // the capacity (before they are written), so a caller bounding its fetches
 // in flight can start the next, and one holding room for the chunk can
-// give it back.
-func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, fetched func()) (WarmOutcome, error) {
+// give it back. prio is Foreground for a warm that is to be done now
+// (the default), Background for one that must not take the fetch slots
+// reads and prefetch need (another user's, on a shared mount).
+func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, prio Priority, fetched func()) (WarmOutcome, error) {
 	c := s.c
 	meta := metaOf(s.id, obj, c.chunkSize)
 	if idx < 0 || idx >= meta.numChunks() {
@@ -70,13 +72,13 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, fetched 
 	if err != nil {
 		return 0, err
 	}
-	if c.present(o, idx) {
+	if o.present(idx) {
 		return WarmAlreadyCached, nil
 	}
 	if capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+meta.chunkLen(idx) > capacity {
 		return 0, ErrFull
 	}
-	res, err := s.chunkStored(ctx, meta, obj, idx, Foreground, fetched)
+	res, err := s.chunkStored(ctx, meta, obj, idx, prio, fetched)
 	if err != nil {
 		return 0, err
 	}
@@ -87,16 +89,10 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, fetched 
 	if err != nil {
 		return 0, err
 	}
-	if c.present(o, idx) {
+	if o.present(idx) {
 		return WarmFetched, nil
 	}
 	return WarmNotCached, nil
-}
-
-func (c *Cache) present(o *object, idx int) bool {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return !o.dead && o.chunkAt(idx).state != chunkAbsent
 }
 
 // ChunkCached reports whether chunk idx of obj is cached, without creating
@@ -107,7 +103,7 @@ func (s *Source) ChunkCached(obj backend.Object, idx int) bool {
 		return false
 	}
 	o, err := s.c.existing(meta)
-	return o != nil && err == nil && s.c.present(o, idx)
+	return o != nil && err == nil && o.present(idx)
 }
 
 // existing is object for an object the cache already knows, and nil

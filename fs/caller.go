@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
-
-	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // On a mount other users may read (--allow-other), any of them can open
@@ -39,14 +39,13 @@ const (
 	maxPrivilegedSessions = 256
 )
 
-// caller identifies the process behind a FUSE request.
+// nobodyUID stands for a caller the kernel didn't name: never privileged.
+const nobodyUID = 65534
+
+// caller identifies the process behind a FUSE request. One the kernel
+// doesn't name is nobody: not privileged (it fails closed).
 func (m *Mount) caller(ctx context.Context) Caller {
-	c := Caller{PID: callerPID(ctx)}
-	if fc, ok := fuse.FromContext(ctx); ok {
-		c.UID = fc.Uid
-	} else {
-		c.UID = m.uid // no word from the kernel: an in-process call
-	}
+	c := Caller{PID: callerPID(ctx), UID: callerUID(ctx)}
 	c.Privileged = c.UID == 0 || c.UID == m.uid
 	return c
 }
@@ -85,15 +84,21 @@ func (m *Mount) closeSession(c Caller) {
 	}
 }
 
-// ownsProcess reports whether pid is a process of uid's (by the owner of
-// its /proc entry: its effective user).
+// ownsProcess reports whether pid is a process of uid's: its real user,
+// from /proc/PID/status (the /proc entry's owner is root for a process
+// that is not dumpable).
 func ownsProcess(uid uint32, pid int) error {
-	st, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return fmt.Errorf("no process %d", pid)
 	}
-	if s, ok := st.Sys().(*syscall.Stat_t); !ok || s.Uid != uid {
-		return fmt.Errorf("process %d is not one of yours", pid)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Uid:" {
+			if f[1] == strconv.FormatUint(uint64(uid), 10) {
+				return nil
+			}
+			break
+		}
 	}
-	return nil
+	return fmt.Errorf("process %d is not one of yours", pid)
 }

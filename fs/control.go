@@ -254,7 +254,7 @@ func (h *controlHandle) Release(ctx context.Context) syscall.Errno {
 func (m *Mount) handle(ctx context.Context, req Request, c Caller, emit func(Event)) {
 	switch req.Op {
 	case "warm":
-		m.warm(ctx, req, emit)
+		m.warm(ctx, req, c, emit)
 	case "order":
 		m.order(ctx, req, c, emit)
 	case "stats":

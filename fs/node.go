@@ -178,7 +178,7 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 		return nil, syscall.EISDIR
 	}
 	if ra := n.m.ra; ra != nil {
-		ra.Observe(n.e.obj, n.id, callerPID(ctx))
+		ra.Observe(n.e.obj, n.id, callerPID(ctx), callerUID(ctx))
 	}
 	read := n.m.src.ReadAt
 	if n.seq != nil {
@@ -233,6 +233,15 @@ func (n *node) Symlink(context.Context, string, string, *fuse.EntryOut) (*gofs.I
 
 func (n *node) Link(context.Context, gofs.InodeEmbedder, string, *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
+}
+
+// callerUID is the reading process's user, nobody's if the kernel didn't
+// say (see Caller).
+func callerUID(ctx context.Context) uint32 {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Uid
+	}
+	return nobodyUID
 }
 
 // callerPID is the reading process, 0 if the kernel didn't say.

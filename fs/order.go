@@ -40,12 +40,7 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 		return
 	}
 	if req.End {
-		ended, err := m.ra.End(req.Job, c.UID, c.Privileged)
-		if err != nil {
-			fail(fmt.Errorf("order: job %q: %w", req.Job, err))
-			return
-		}
-		emit(Event{Type: "result", Order: &OrderResult{Job: req.Job, Ended: ended}})
+		emit(Event{Type: "result", Order: &OrderResult{Job: req.Job, Ended: m.ra.End(req.Job, c.UID, c.Privileged)}})
 		return
 	}
 	if req.Epoch < 0 {
@@ -71,9 +66,11 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 	if req.PID != 0 {
 		// Another user's process would take that user's reads from its
 		// jobs: only one's own may be named.
-		if err := ownsProcess(c.UID, req.PID); err != nil && !c.Privileged {
-			fail(fmt.Errorf("order: --pid %d: %w", req.PID, err))
-			return
+		if !c.Privileged {
+			if err := ownsProcess(c.UID, req.PID); err != nil {
+				fail(fmt.Errorf("order: --pid %d: %w", req.PID, err))
+				return
+			}
 		}
 		pid = req.PID
 	} else if req.Anonymous {

@@ -48,6 +48,11 @@ const (
 	warmWritesPerFetch  = 4
 	defaultWarmParallel = 64
 	maxWarmParallel     = 1024
+	// maxUserWarmParallel bounds the fetches in flight of another user's
+	// warm on a shared mount (see Caller), which also runs at background
+	// priority: it must not take the fetch slots the mount's reads and
+	// prefetch need.
+	maxUserWarmParallel = 16
 	warmProgressEvery   = 250 * time.Millisecond
 )
 
@@ -101,7 +106,7 @@ func (t *tree) lookup(p string) *entry {
 // order given, with req.Parallel fetches in flight, until done, the cache
 // is full (earlier paths win: nothing is evicted for later ones) or ctx is
 // cancelled. Fetches share the cache's flights with reads.
-func (m *Mount) warm(ctx context.Context, req Request, emit func(Event)) {
+func (m *Mount) warm(ctx context.Context, req Request, c Caller, emit func(Event)) {
 	files, notFound := m.resolve(req.Paths)
 	plan := WarmPlan{Files: len(files), NotFound: len(notFound), CacheFree: -1}
 	if len(notFound) > 0 {
@@ -121,10 +126,9 @@ func (m *Mount) warm(ctx context.Context, req Request, emit func(Event)) {
 			plan.FilesCached++
 		}
 	}
-	c := m.cache
 	plan.Fits = true
-	if capacity := c.Capacity(); capacity > 0 {
-		plan.CacheFree = max(capacity-c.Used(), 0)
+	if capacity := m.cache.Capacity(); capacity > 0 {
+		plan.CacheFree = max(capacity-m.cache.Used(), 0)
 		plan.Fits = plan.Bytes-plan.BytesCached <= plan.CacheFree
 	}
 	emit(Event{Type: "plan", Plan: &plan})
@@ -137,7 +141,11 @@ func (m *Mount) warm(ctx context.Context, req Request, emit func(Event)) {
 		par = defaultWarmParallel
 	}
 	par = min(par, maxWarmParallel)
-	w := warmRun{m: m, prog: WarmProgress{Files: len(files), Bytes: plan.Bytes}, start: time.Now()}
+	prio := cache.Foreground
+	if !c.Privileged {
+		par, prio = min(par, maxUserWarmParallel), cache.Background
+	}
+	w := warmRun{m: m, prio: prio, prog: WarmProgress{Files: len(files), Bytes: plan.Bytes}, start: time.Now()}
 	w.run(ctx, files, par, emit)
 	final := w.snapshot()
 	final.Interrupted = ctx.Err() != nil
@@ -147,6 +155,7 @@ func (m *Mount) warm(ctx context.Context, req Request, emit func(Event)) {
 // warmRun holds one warm's counters; the fetch goroutines update them.
 type warmRun struct {
 	m     *Mount
+	prio  cache.Priority
 	start time.Time
 
 	mu   sync.Mutex // guards prog's non-atomic fields
@@ -291,7 +300,7 @@ func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Ev
 func (w *warmRun) warmChunk(ctx context.Context, obj backend.Object, idx int, fetched func()) {
 	src := w.m.src
 	size := src.ChunkLen(obj, idx)
-	outcome, err := src.Warm(ctx, obj, idx, fetched)
+	outcome, err := src.Warm(ctx, obj, idx, w.prio, fetched)
 	switch {
 	case errors.Is(err, cache.ErrFull):
 		w.full.Store(true)

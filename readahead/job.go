@@ -50,9 +50,11 @@ type job struct {
 	// pid is the process that declared the order (0: unknown, e.g. the
 	// CLI). Reads by it or its descendants (loader workers) are the job's.
 	pid int
-	// owner is the user who declared the job first: only they (or an
-	// Override) may declare it again or end it.
-	owner uint32
+	// owner is the user who declared the job: jobs are named per user.
+	// With no pid, only reads by owner count for the job, unless
+	// anyReader (a privileged declarer's job: reads by any user count).
+	owner     uint32
+	anyReader bool
 
 	// scan is where the prefetcher resumes: positions before it (and after
 	// frontier) were already issued or found cached. It may run into the

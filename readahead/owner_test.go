@@ -9,13 +9,16 @@ import (
 	"github.com/dsmount/dsmount/cache"
 )
 
-// TestJobsBelongToTheirDeclarer: a job belongs to the user who declared it
-// first: another user can neither redeclare nor end it, unless overriding
-// (root, the mount's owner); a user has at most MaxJobsPerUser jobs on a
-// mount unless overriding; stats name each job's owner.
+// TestJobsBelongToTheirDeclarer: jobs are named per user: another user's
+// declaration of a name makes a job of its own and leaves the first
+// user's alone, and ending a name ends the caller's own job, except that
+// an overriding caller (root, the mount's owner) with no job of that name
+// ends every user's; a user has at most MaxJobsPerUser jobs on a mount
+// unless overriding; stats name each job's owner; a job with no declaring
+// process counts reads by its owner alone, unless its declarer overrides.
 func TestJobsBelongToTheirDeclarer(t *testing.T) {
 	mem := memory.New()
-	obj := mem.Put("a", []byte("x"))
+	a, b := mem.Put("a", []byte("x")), mem.Put("b", []byte("y"))
 	reg := New(Config{NoPrefetch: true})
 	defer reg.Close()
 	c, err := cache.Open(t.TempDir(), cache.Options{})
@@ -25,28 +28,50 @@ func TestJobsBelongToTheirDeclarer(t *testing.T) {
 	defer c.Close()
 	src := c.Source(mem)
 	m := reg.Mount("m", src)
-	items := []Item{{Obj: obj, ID: src.ObjectID(obj)}}
+	items := []Item{{Obj: a, ID: src.ObjectID(a)}, {Obj: b, ID: src.ObjectID(b)}}
 	declare := func(job string, owner uint32, override bool) error {
 		_, err := m.Declare(Declaration{Job: job, Current: items, Owner: owner, Override: override})
 		return err
 	}
+	job := func(name string, owner uint32) (JobStats, bool) {
+		for _, j := range m.Jobs() {
+			if j.Name == name && j.UID == owner {
+				return j, true
+			}
+		}
+		return JobStats{}, false
+	}
 	if err := declare("train", 1000, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := declare("train", 2000, false); !errors.Is(err, ErrNotOwner) {
-		t.Errorf("another user redeclaring: %v; want ErrNotOwner", err)
+	if err := declare("train", 2000, false); err != nil {
+		t.Fatal(err)
 	}
-	if ended, err := m.End("train", 2000, false); ended || !errors.Is(err, ErrNotOwner) {
-		t.Errorf("another user ending: ended %v, %v; want ErrNotOwner", ended, err)
+	if js := m.Jobs(); len(js) != 2 {
+		t.Fatalf("two users' jobs named train: %+v; want two jobs", js)
 	}
-	if js := m.Jobs(); len(js) != 1 || js[0].UID != 1000 {
-		t.Fatalf("jobs %+v; want train, owned by 1000", js)
+	// Another user's reads don't count for a job with no declaring process.
+	m.Observe(a, items[0].ID, 0, 2000)
+	if j, _ := job("train", 1000); j.Read != 0 {
+		t.Errorf("user 2000's read counted for user 1000's job: %+v", j)
 	}
-	if err := declare("train", 0, true); err != nil {
-		t.Errorf("an overriding redeclaration: %v", err)
+	if j, _ := job("train", 2000); j.Read != 1 {
+		t.Errorf("user 2000's read not counted for its own job: %+v", j)
 	}
-	if ended, err := m.End("train", 0, true); !ended || err != nil {
-		t.Errorf("an overriding end: ended %v, %v", ended, err)
+	if !m.End("train", 2000, false) {
+		t.Error("user 2000 could not end its own job")
+	}
+	if _, ok := job("train", 1000); !ok {
+		t.Fatal("user 2000 ending its train ended user 1000's")
+	}
+	if m.End("train", 2000, false) {
+		t.Error("user 2000 ended a job it no longer has")
+	}
+	if !m.End("train", 0, true) {
+		t.Error("an overriding end of a name it has no job of ended nothing")
+	}
+	if _, ok := job("train", 1000); ok {
+		t.Error("an overriding end left user 1000's job")
 	}
 	for i := range MaxJobsPerUser {
 		if err := declare(fmt.Sprint("j", i), 2000, false); err != nil {
@@ -58,5 +83,12 @@ func TestJobsBelongToTheirDeclarer(t *testing.T) {
 	}
 	if err := declare("theirs", 3000, false); err != nil {
 		t.Errorf("another user's first job while one user has its most: %v", err)
+	}
+	if err := declare("root", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	m.Observe(b, items[1].ID, 0, 3000)
+	if j, _ := job("root", 0); j.Read != 1 {
+		t.Errorf("an overriding declarer's job did not count another user's read: %+v", j)
 	}
 }

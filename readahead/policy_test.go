@@ -80,7 +80,7 @@ func (sim epochSim) run(t *testing.T) [][]float64 {
 			for j, m := range mounts {
 				i := orders[j][e][k]
 				before := mem.Reads.Load()
-				m.Observe(objs[i], ids[i], 0)
+				m.Observe(objs[i], ids[i], 0, 0)
 				if _, err := src.ReadAt(context.Background(), objs[i], buf, 0); err != nil {
 					t.Fatal(err)
 				}

@@ -313,7 +313,7 @@ func (r *Registry) prefetch(pj prefetchJob) {
 		// Latency per item (to its bytes), smoothed: fetches of n chunks
 		// count once.
 		r.pf.latency += latencySmoothing * (elapsed - r.pf.latency)
-		if cur := r.jobs[jobKey{pj.j.mount, pj.j.name}]; cur == pj.j {
+		if cur := r.jobs[jobKey{pj.j.mount, pj.j.owner, pj.j.name}]; cur == pj.j {
 			pj.j.prefetched++
 			pj.j.fetchedAhead[pj.it.ID] = struct{}{}
 		}

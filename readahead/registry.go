@@ -87,6 +87,7 @@ type Registry struct {
 
 type jobKey struct {
 	mount *Mount
+	owner uint32 // jobs are named per user: two users' "train" are two jobs
 	name  string
 }
 
@@ -156,10 +157,10 @@ type Declaration struct {
 	// PID is the declaring process, if known: reads by it and its
 	// descendants (loader workers) are attributed to this job alone.
 	PID int
-	// Owner is the declaring user. A job belongs to the user who first
-	// declared it: another user's declaration of it fails with
-	// ErrNotOwner, unless Override (the caller is root or the mount's
-	// owner), which also lifts MaxJobsPerUser.
+	// Owner is the declaring user. Jobs are named per user: a
+	// declaration sets the owner's job of that name, and no other user's.
+	// Override (the caller is root or the mount's owner) lifts
+	// MaxJobsPerUser.
 	Owner    uint32
 	Override bool
 }
@@ -175,8 +176,6 @@ var (
 	ErrEmpty   = errors.New("the declared order names no files")
 	ErrTooMany = fmt.Errorf("a declared order may name at most %d files", MaxDeclared)
 	ErrNoJob   = errors.New("no job name")
-	// ErrNotOwner: the job belongs to another user.
-	ErrNotOwner = errors.New("the job belongs to another user")
 	// ErrTooManyJobs: the user has MaxJobsPerUser jobs on the mount.
 	ErrTooManyJobs = fmt.Errorf("a user may have at most %d jobs on a mount: end one first", MaxJobsPerUser)
 )
@@ -198,12 +197,9 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 	r := m.r
 	now := r.cfg.Now()
 	r.mu.Lock()
-	k := jobKey{m, d.Job}
+	k := jobKey{m, d.Owner, d.Job}
 	j := r.jobs[k]
 	switch {
-	case j != nil && j.owner != d.Owner && !d.Override:
-		r.mu.Unlock()
-		return Declared{}, fmt.Errorf("%w (uid %d)", ErrNotOwner, j.owner)
 	case j == nil && !d.Override && m.jobsOf(d.Owner) >= MaxJobsPerUser:
 		r.mu.Unlock()
 		return Declared{}, ErrTooManyJobs
@@ -213,6 +209,7 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 	}
 	j.start(newOrder(d.Epoch, cur))
 	j.pid = d.PID
+	j.anyReader = d.Override
 	j.next = nil
 	if len(next) > 0 {
 		j.next = newOrder(d.Epoch+1, next)
@@ -248,23 +245,28 @@ func (m *Mount) jobsOf(uid uint32) int {
 	return n
 }
 
-// End forgets a job; false if there was none of that name. A job another
-// user owns is left alone (ErrNotOwner) unless override.
-func (m *Mount) End(name string, owner uint32, override bool) (bool, error) {
+// End forgets owner's job of that name; false if there was none. With
+// override (root, the mount's owner) and no job of that name of the
+// owner's own, it forgets every user's job of that name.
+func (m *Mount) End(name string, owner uint32, override bool) bool {
 	r := m.r
 	r.mu.Lock()
-	k := jobKey{m, name}
-	j, ok := r.jobs[k]
-	if ok && j.owner != owner && !override {
-		r.mu.Unlock()
-		return false, fmt.Errorf("%w (uid %d)", ErrNotOwner, j.owner)
-	}
+	k := jobKey{m, owner, name}
+	_, ok := r.jobs[k]
 	delete(r.jobs, k)
+	if !ok && override {
+		for k := range r.jobs {
+			if k.mount == m && k.name == name {
+				delete(r.jobs, k)
+				ok = true
+			}
+		}
+	}
 	r.mu.Unlock()
 	if ok {
 		r.gen.Add(1)
 	}
-	return ok, nil
+	return ok
 }
 
 // Close forgets every job of the mount.
@@ -281,16 +283,18 @@ func (m *Mount) Close() {
 }
 
 // Observe tells the registry that obj (whose cache ID is id) is being read
-// through the mount by process pid (0 if unknown); call it before the
-// read, so a read that has to wait for a fetch is counted as a stall.
-// Reads of items already counted cost a map lookup per job.
+// through the mount by process pid (0 if unknown) of user uid; call it
+// before the read, so a read that has to wait for a fetch is counted as a
+// stall. Reads of items already counted cost a map lookup per job.
 //
 // A read counts for the jobs it can belong to: if jobs of the mount were
 // declared by a process that is pid or one of its ancestors, for those
-// alone; otherwise for the jobs with no known declaring process. Among
-// those, a job counts it if the item is unread in its order and not
-// implausibly far past its frontier.
-func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int) {
+// alone; otherwise for the jobs with no known declaring process, of the
+// reader's own user (a privileged declarer's such jobs: of any user's).
+// Among those, a job counts it if the item is unread in its order and not
+// implausibly far past its frontier. So another user's reads can't move a
+// job's frontier or epoch.
+func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint32) {
 	r := m.r
 	r.mu.RLock()
 	var buf [8]int // declaring processes; on the stack for the usual few jobs
@@ -324,7 +328,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int) {
 		}
 	}
 	for k, j := range r.jobs {
-		if k.mount != m || j.pid != owner || !j.wants(id) {
+		if k.mount != m || j.pid != owner || (owner == 0 && !j.anyReader && j.owner != uid) || !j.wants(id) {
 			continue
 		}
 		if _, ok := j.cur.pos[id]; !ok {

@@ -69,7 +69,7 @@ func TestConcurrentJobsReadAndPrefetch(t *testing.T) {
 					i := order[pos]
 					pos++
 					next.Unlock()
-					m.Observe(objs[i], src.ObjectID(objs[i]), 0)
+					m.Observe(objs[i], src.ObjectID(objs[i]), 0, 0)
 					if _, err := src.ReadAt(context.Background(), objs[i], buf, 0); err != nil {
 						t.Error(err)
 						return

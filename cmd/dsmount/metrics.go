@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -107,8 +108,9 @@ var mountMetrics = []struct {
 	{"dsmount_mount_misses_total", "Read pieces of the mount fetched from the backend.", func(s dsfs.MountStats) int64 { return s.Misses }},
 }
 
-// jobMetrics are per declared job; labels mount and job (jobs come and go
-// with their declarations and expire; their names are the jobs' own).
+// jobMetrics are per declared job; labels mount, job and uid (jobs come
+// and go with their declarations and expire; their names are the jobs'
+// own, per user).
 var jobMetrics = []struct {
 	name, help string
 	counter    bool
@@ -133,7 +135,7 @@ func newCollector(d *daemon) *collector {
 		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, []string{"mount"}, nil)
 	}
 	for _, m := range jobMetrics {
-		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, []string{"mount", "job"}, nil)
+		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, []string{"mount", "job", "uid"}, nil)
 	}
 	return c
 }
@@ -163,7 +165,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				if m.counter {
 					kind = prometheus.CounterValue
 				}
-				c.emit(ch, m.name, kind, m.value(j), ms.Mountpoint, j.Name)
+				c.emit(ch, m.name, kind, m.value(j), ms.Mountpoint, j.Name, strconv.FormatUint(uint64(j.UID), 10))
 			}
 		}
 	}

@@ -241,6 +241,7 @@ type MountStats struct {
 type JobStats struct {
 	Mount        string  `json:"mount"`
 	Name         string  `json:"name"`
+	UID          uint32  `json:"uid"`
 	Epoch        int     `json:"epoch"`
 	Declared     int     `json:"declared"`
 	NextDeclared int     `json:"next_declared"`
