@@ -181,9 +181,18 @@ func Open(dir string, opts Options) (*Cache, error) {
 const memTableSize = 8 << 20
 
 func (c *Cache) open() error {
+	// data/ before data/xx/: a link at data would take them elsewhere.
+	subs := []string{"data", "packs", "index"}
 	for i := range 256 {
-		if err := os.MkdirAll(filepath.Join(c.dir, "data", fmt.Sprintf("%02x", i)), 0o700); err != nil {
-			return fmt.Errorf("create cache data dir: %w", err)
+		subs = append(subs, filepath.Join("data", fmt.Sprintf("%02x", i)))
+	}
+	for _, sub := range subs {
+		d := filepath.Join(c.dir, sub)
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create cache dir: %w", err)
+		}
+		if err := checkPrivateSub(d); err != nil {
+			return err
 		}
 	}
 	packs, err := openPackStore(filepath.Join(c.dir, "packs"), c.log, c.stats.fetchesInFlight.Load)

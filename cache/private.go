@@ -14,9 +14,11 @@ import (
 // owns, or may write to, lets that user plant symlinks or files there (a
 // link named dsmount.lock or reserve to /etc/shadow, say) that the daemon
 // would then write through. So Open refuses such a directory before
-// opening anything in it, and every file in it is opened with O_NOFOLLOW:
-// a link found there anyway (made by the daemon's own user) fails the open
-// instead of being followed.
+// opening anything in it, and the same of the directories the cache makes
+// in it (data/, data/xx/, packs/, index/), which must not be symlinks; and
+// the cache's own files in it (lock, reserve, packs, data files) are
+// opened with O_NOFOLLOW: a link found there anyway (made by the daemon's
+// own user) fails the open instead of being followed.
 
 // ErrNotPrivate is returned by Open for a cache directory that another
 // user owns or may write to.
@@ -24,11 +26,31 @@ var ErrNotPrivate = errors.New("the cache directory must be owned by the daemon'
 
 // checkPrivate refuses dir unless it is a directory owned by this
 // process's effective user, with no write permission for group or others.
+// dir itself may be reached through a symlink (an admin's choice); see
+// checkPrivateSub for what is inside.
 func checkPrivate(dir string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		return fmt.Errorf("cache dir %s: %w", dir, err)
 	}
+	return checkPrivateStat(dir, &st)
+}
+
+// checkPrivateSub is checkPrivate for a directory inside the cache dir,
+// which must not be a symlink either: a file opened in it with O_NOFOLLOW
+// is still reached through it (data/ab -> /etc/cron.d would do).
+func checkPrivateSub(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("cache dir %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return fmt.Errorf("cache dir %s is a symlink: %w; remove it", dir, ErrNotPrivate)
+	}
+	return checkPrivateStat(dir, &st)
+}
+
+func checkPrivateStat(dir string, st *unix.Stat_t) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("cache dir %s is not a directory", dir)
 	}

@@ -177,6 +177,33 @@ func TestDaemonSocketServesItsUserOnly(t *testing.T) {
 		t.Errorf("a client that said nothing: read %v; want the daemon to hang up (EOF)", err)
 	}
 	testenv.JoinMount(t, dsmountBin, nil, src, publicDir(t), time.Minute, "--cache-dir", cacheDir)
+
+	// The other way round: root doesn't hand its mount to another user's
+	// daemon (on a cache dir that user owns).
+	theirs := filepath.Join(publicDir(t), "cache")
+	if err := os.Mkdir(theirs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(theirs, int(nobody.Uid), int(nobody.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	daemon, err := testenv.StartCLI(binForAll(t), testenv.CLIOptions{As: nobody, Dir: "/"}, "daemon", "--cache-dir", theirs, "--cache-size", "64M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { daemon.Signal(syscall.SIGTERM); daemon.Wait(time.Minute) }()
+	err = testenv.WaitFor(time.Minute, 20*time.Millisecond, "the other user's daemon socket", func() (bool, error) {
+		_, err := os.Stat(filepath.Join(theirs, "dsmount.sock"))
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%v; its stderr: %s", err, daemon.Stderr())
+	}
+	mp3 := publicDir(t)
+	r = runAs(t, nil, dsmountBin, "mount", src, mp3, "--cache-dir", theirs)
+	if mounted, _ := testenv.IsMounted(mp3); mounted || r.ExitCode == 0 || !strings.Contains(r.Stderr, "another user") {
+		t.Errorf("root mounting through another user's daemon: exit %d, mounted %v, stderr %q; want a refusal", r.ExitCode, mounted, r.Stderr)
+	}
 }
 
 // TestCacheDirMustBeTheDaemons: a cache dir another user owns or may write
@@ -238,6 +265,18 @@ func TestCacheDirMustBeTheDaemons(t *testing.T) {
 	os.Chmod(open, 0o777)
 	if r := mountWith(open); r.ExitCode == 0 || !strings.Contains(r.Stderr, "writable") {
 		t.Errorf("a world-writable cache dir: exit %d, stderr %q; want a refusal", r.ExitCode, r.Stderr)
+	}
+
+	// Root's own and private, with a link where the cache keeps its data.
+	withDataLink := filepath.Join(t.TempDir(), "cache")
+	os.Mkdir(withDataLink, 0o700)
+	elsewhere := t.TempDir()
+	os.Symlink(elsewhere, filepath.Join(withDataLink, "data"))
+	if r := mountWith(withDataLink); r.ExitCode == 0 || !strings.Contains(r.Stderr, "symlink") {
+		t.Errorf("a cache dir whose data/ is a symlink: exit %d, stderr %q; want a refusal", r.ExitCode, r.Stderr)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) > 0 {
+		t.Errorf("the daemon made %d entries through the data/ link", len(ents))
 	}
 
 	// Root's own and private, with links in it all the same.

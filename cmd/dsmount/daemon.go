@@ -348,6 +348,16 @@ func joinDaemon(cacheDir string, req mountRequest) (reply mountReply, ok bool, e
 		return reply, false, nil
 	}
 	defer conn.Close()
+	// The request goes only to a daemon of this user or root's: another
+	// user's daemon on a dir it owns would be handed the mount and its
+	// answer believed.
+	uid, err := peerUID(conn)
+	if err != nil {
+		return reply, true, fmt.Errorf("the dsmount daemon of %s: %w", cacheDir, err)
+	}
+	if uid != 0 && uid != uint32(os.Geteuid()) {
+		return reply, true, fmt.Errorf("the dsmount daemon of %s runs as another user (uid %d): not joining it; use a --cache-dir of your own", cacheDir, uid)
+	}
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
 		return reply, true, fmt.Errorf("talking to the dsmount daemon of %s: %w", cacheDir, err)
 	}

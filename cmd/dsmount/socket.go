@@ -114,28 +114,37 @@ func (e errPeer) Error() string {
 
 // checkPeer returns errPeer unless conn's peer is root or the daemon's user.
 func checkPeer(conn net.Conn) error {
+	uid, err := peerUID(conn)
+	if err != nil {
+		return fmt.Errorf("refused: %w", err)
+	}
+	if self := uint32(os.Geteuid()); uid != 0 && uid != self {
+		return errPeer{uid: uid, daemon: self}
+	}
+	return nil
+}
+
+// peerUID is the user of the process at the other end of a unix socket.
+func peerUID(conn net.Conn) (uint32, error) {
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
-		return errors.New("refused: not a unix socket connection")
+		return 0, errors.New("not a unix socket connection")
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var cred *syscall.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	}); err != nil {
-		return err
+		return 0, err
 	}
 	if credErr != nil {
-		return fmt.Errorf("refused: peer credentials: %w", credErr)
+		return 0, fmt.Errorf("peer credentials: %w", credErr)
 	}
-	if self := uint32(os.Geteuid()); cred.Uid != 0 && cred.Uid != self {
-		return errPeer{uid: cred.Uid, daemon: self}
-	}
-	return nil
+	return cred.Uid, nil
 }
 
 // readRequestLine reads one request line from conn, bounded in time and
