@@ -19,12 +19,17 @@ import (
 // (see arena), then from the heap through sync.Pools.
 //
 // A buffer has one holder at a time (a flight and its readers, the staging
-// area, a warm): the pool keeps the address of every buffer it has handed
-// out and not had back, and put refuses one it does not hold out (given
-// back twice, or never handed out). Without that, a buffer given back
-// twice would sit on a free list twice and be handed to two holders, who
+// area, a warm): the holders hand it on by construction (flight.go,
+// staging.go). The pool also keeps the address of every buffer it has
+// handed out and not had back, and put refuses one that is not out (given
+// back twice, or never handed out): a buffer given back twice would
+// otherwise sit on a free list twice and be handed to two holders, who
 // would overwrite each other's bytes. A refusal is a bug in the cache: it
-// is counted (doubleReleases, in Stats) and logged.
+// is counted (doubleReleases, in Stats) and logged. What this can't catch
+// is a stale holder giving a buffer back after it was handed out anew (the
+// address is out again); that the holders never do is what the poisoned
+// stress test (TestRecycledBuffersNeverReachReaders) and the race detector
+// check.
 type bufPool struct {
 	arena   *arena      // nil without one
 	classes []sync.Pool // classes[i] holds *[]byte of cap minPooledBuf<<i

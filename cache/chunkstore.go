@@ -120,24 +120,34 @@ func (c *Cache) dropChunkIf(o *object, idx int, crc uint32) {
 }
 
 func (c *Cache) dropChunkWhere(o *object, idx int, match func(chunk) bool) {
+	c.dropWhere(o, func(i int, ch chunk) bool { return i == idx && match(ch) })
+}
+
+// dropWhere forgets the present chunks of o that match says to.
+func (c *Cache) dropWhere(o *object, match func(idx int, ch chunk) bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.dead || o.chunks[idx].state == chunkAbsent || !match(o.chunks[idx]) {
+	if o.dead {
 		return
 	}
-	n := o.meta.chunkLen(idx)
-	o.chunks[idx] = chunk{}
-	o.cached -= n
-	c.used.Add(-n)
-	c.freeSlot(o)
-	o.stamp.Store(nil)
-	c.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n)}})
+	for idx, ch := range o.chunks {
+		if ch.state == chunkAbsent || !match(idx, ch) {
+			continue
+		}
+		n := o.meta.chunkLen(idx)
+		o.chunks[idx] = chunk{}
+		o.cached -= n
+		c.used.Add(-n)
+		c.freeSlot(o)
+		o.stamp.Store(nil)
+		c.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n)}})
+	}
 }
 
 // dropStale forgets chunks of o that were in a file found gone when a
 // store had to create it anew.
 func (c *Cache) dropStale(o *object, idxs []int) {
-	c.stats.verifyFailures.Add(int64(len(idxs)))
+	c.stats.verifyFailures.Add(1)
 	c.readWarn.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", o.path, "chunks", len(idxs))
 	for _, idx := range idxs {
 		c.dropChunk(o, idx)
@@ -150,28 +160,7 @@ func (c *Cache) dropStale(o *object, idxs []int) {
 func (c *Cache) vanished(o *object) {
 	c.stats.verifyFailures.Add(1)
 	c.readWarn.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", o.path)
-	c.dropFile(o)
-}
-
-// dropFile forgets every chunk of o, whose file is gone: none of its
-// bytes can be read any more.
-func (c *Cache) dropFile(o *object) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.dead {
-		return
-	}
-	for idx := range o.chunks {
-		if o.chunks[idx].state == chunkAbsent {
-			continue
-		}
-		n := o.meta.chunkLen(idx)
-		o.chunks[idx] = chunk{}
-		o.cached -= n
-		c.used.Add(-n)
-		c.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n)}})
-	}
-	o.stamp.Store(nil)
+	c.dropWhere(o, func(int, chunk) bool { return true })
 }
 
 func preadFull(path string, p []byte, off int64) error {

@@ -86,6 +86,13 @@ func (o *object) chunkAt(idx int) chunk {
 	return o.chunks[idx]
 }
 
+// cachedBytes is the bytes of o's present chunks; o.mu is held.
+func (o *object) cachedBytes() int64 {
+	o.bits.Lock()
+	defer o.bits.Unlock()
+	return o.cached
+}
+
 // present reports whether chunk idx of o is marked present.
 func (o *object) present(idx int) bool {
 	o.mu.RLock()

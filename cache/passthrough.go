@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -36,13 +37,17 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 		// it is served through the page cache.
 		return nil, ErrNotCached
 	}
+	// Under mu: an eviction (which unlinks the file) is not a vanishing.
 	o.mu.RLock()
-	whole := !o.dead && len(o.presentChunks()) == meta.numChunks()
+	whole := !o.dead && o.cachedBytes() == meta.Size
+	var before fileStamp
+	if whole {
+		before, err = stampPath(o.path)
+	}
 	o.mu.RUnlock()
 	if !whole {
 		return nil, ErrNotCached
 	}
-	before, err := stampPath(o.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		c.vanished(o)
 		return nil, ErrNotCached
@@ -71,7 +76,7 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 	}
 	o.mu.RLock()
 	dead := o.dead
-	if !dead {
+	if !dead && !racy(opened) {
 		o.stamp.Store(&opened)
 	}
 	o.mu.RUnlock()
@@ -95,6 +100,17 @@ type fileStamp struct {
 }
 
 const stampMask = unix.STATX_INO | unix.STATX_SIZE | unix.STATX_CTIME | unix.STATX_MTIME | unix.STATX_BTIME
+
+// racyWindow: a file changed this recently may change again within the
+// same tick of a coarse file clock (kernels before multigrain timestamps,
+// 6.13), leaving its change time as it was; its stamp is not kept, so
+// the next open checks it again (git's "racily clean").
+const racyWindow = 100 * time.Millisecond
+
+func racy(st fileStamp) bool {
+	ct := time.Unix(st.ctime.Sec, int64(st.ctime.Nsec))
+	return time.Since(ct) < racyWindow
+}
 
 func stampPath(path string) (fileStamp, error) {
 	var sx unix.Statx_t

@@ -68,7 +68,17 @@ func (d *dropper) drain() {
 	for _, op := range ops {
 		c.stats.syncFailures.Add(1)
 		c.syncWarn.warn(c.log, "cache: a chunk's bytes could not be made durable (the cache disk failed a sync); dropped, it will be fetched again", "key", op.o.meta.Key, "chunk", op.idx, "path", op.path())
-		c.dropChunkIf(op.o, op.idx, op.crc)
+		if op.slot != nil {
+			c.dropChunkIf(op.o, op.idx, op.crc)
+			continue
+		}
+		// A file's writeback error is reported to one sync only: chunks
+		// of the file written before it failed but synced in a later
+		// batch would be recorded as durable. So every chunk of the file
+		// that this process stored goes (pending: those loaded from the
+		// index were durable before). A pack's other slots can't be
+		// handed to the kernel, and every read of them is checked.
+		c.dropWhere(op.o, func(idx int, ch chunk) bool { return ch.state == chunkPending })
 	}
 }
 
