@@ -17,8 +17,9 @@
 //     "lm:" and its Last-Modified time in UTC, at the precision the listing
 //     (or HEAD) gave, so a same-size overwrite is a new version, and ReadAt
 //     fails with backend.ErrChanged when the answer's Last-Modified header
-//     (1 s resolution) is later than the listed time's second. An object
-//     rewritten at the same size within one second of its listed time can't
+//     (1 s resolution) is later than the listed time rounded up to the
+//     second (a store may round it either way). An object rewritten at the
+//     same size within that second, or the next, of its listed time can't
 //     be told apart: List warns once that the store gives no ETags. Where
 //     the store gives no Last-Modified either, the Version is "" and changes
 //     can't be detected at all (also said once). Stat's Last-Modified comes

@@ -33,7 +33,7 @@ func (b *Backend) versionOf(etag *string, lastModified *time.Time) string {
 		return ""
 	}
 	b.warnNoETag.Do(func() {
-		b.log.Warn("s3: the store gives no ETags; object versions are told apart by size and Last-Modified (1 s resolution): an object rewritten at the same size within one second can't be detected",
+		b.log.Warn("s3: the store gives no ETags; object versions are told apart by size and Last-Modified (1 s resolution): an object rewritten at the same size within a second or two can't be detected",
 			"source", b.id)
 	})
 	return lmPrefix + lastModified.UTC().Format(time.RFC3339Nano)
@@ -62,9 +62,9 @@ func ifMatch(version string) string {
 // version than obj's. If-Match already guards ETag versions; checking the
 // answer too covers S3-compatible stores that ignore conditional headers.
 // A version bound to Last-Modified is checked against the answer's
-// Last-Modified header, which has 1 s resolution: an answer stamped a later
-// second than the listed time is of a newer object. An answer that names no
-// version at all can't be checked and passes.
+// Last-Modified header, which has 1 s resolution: an answer stamped later
+// than the listed time rounded up to the second is of a newer object. An
+// answer that names no version at all can't be checked and passes.
 func checkAnswer(obj backend.Object, etag, lastModified string) error {
 	listed, lm := listedTime(obj.Version)
 	if !lm {
@@ -82,7 +82,14 @@ func checkAnswer(obj backend.Object, etag, lastModified string) error {
 		// version; serving them could mix versions.
 		return backend.Errorf("read", obj.Key, backend.ErrChanged, "unreadable Last-Modified %q: the version can't be checked", lastModified)
 	}
-	if want := listed.Truncate(time.Second); got.After(want) {
+	// The header has whole seconds: a store may truncate the listed time
+	// or round it up, so the answer may say the listed second or the next
+	// when the listed time has a fraction.
+	want := listed.Truncate(time.Second)
+	if listed.After(want) {
+		want = want.Add(time.Second)
+	}
+	if got.After(want) {
 		return backend.Errorf("read", obj.Key, backend.ErrChanged, "Last-Modified %s, listed %s",
 			got.UTC().Format(time.RFC3339), listed.UTC().Format(time.RFC3339Nano))
 	}
