@@ -38,17 +38,7 @@ func TestCacheFaultsDuringVerifiedEpochs(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 3))
 	var paths []string
 	put := func(name string, size int) {
-		data := make([]byte, size)
-		for i := range data {
-			data[i] = byte(r.Uint32())
-		}
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(src, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m.PutObject(bucket, name, data)
+		putRandomFile(t, r, src, name, size, m, bucket)
 		paths = append(paths, name)
 	}
 	for i := range 160 {

@@ -2,7 +2,6 @@ package test
 
 import (
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,13 +21,7 @@ func TestFailedSyncIsNotTrusted(t *testing.T) {
 	r := rand.New(rand.NewPCG(22, 2))
 	names := []string{"large.bin", "small.bin"}
 	for i, size := range []int{3<<20 + 777, 100_000} {
-		data := make([]byte, size)
-		for j := range data {
-			data[j] = byte(r.Uint32())
-		}
-		if err := os.WriteFile(filepath.Join(src, names[i]), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		putRandomFile(t, r, src, names[i], size, nil, "")
 	}
 	ffs.FailSyncs(func(rel string) bool {
 		return strings.HasPrefix(rel, "cache/data/") || strings.HasPrefix(rel, "cache/packs/")

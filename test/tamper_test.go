@@ -25,16 +25,8 @@ func TestCacheFilesTamperedUnderTheDaemon(t *testing.T) {
 	m.CreateBucket(bucket)
 	src := t.TempDir()
 	r := rand.New(rand.NewPCG(21, 1))
-	files := map[string]int{"large.bin": 6<<20 + 12345, "small-0.bin": 150_000, "small-1.bin": 70_000}
-	for name, size := range files {
-		data := make([]byte, size)
-		for i := range data {
-			data[i] = byte(r.Uint32())
-		}
-		if err := os.WriteFile(filepath.Join(src, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m.PutObject(bucket, name, data)
+	for name, size := range map[string]int{"large.bin": 6<<20 + 12345, "small-0.bin": 150_000, "small-1.bin": 70_000} {
+		putRandomFile(t, r, src, name, size, m, bucket)
 	}
 	faults := []string{"delete", "replace", "truncate-extend", "flip"}
 	for _, fastPath := range []string{"no-open", "passthrough", "off"} {
@@ -69,6 +61,26 @@ func TestCacheFilesTamperedUnderTheDaemon(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// putRandomFile writes size random bytes to src/name and, with m, to
+// bucket/name.
+func putRandomFile(t *testing.T, r *rand.Rand, src, name string, size int, m *testenv.MinIO, bucket string) {
+	t.Helper()
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	path := filepath.Join(src, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if m != nil {
+		m.PutObject(bucket, name, data)
 	}
 }
 
