@@ -88,20 +88,46 @@ func (o *owners) descends(pid, ancestor int) bool {
 	return found
 }
 
-// procParent reads pid's parent from /proc/<pid>/stat (field 4, after the
-// command name, which may itself hold spaces and parentheses).
+// procParent is the process pid belongs to or descends from, one step up:
+// for a thread that is not its process's main one, the process (its thread
+// group); else the parent process. The kernel names the reading thread in a
+// FUSE request, and a loader's reads come from many threads of one
+// process (tf.data, a Go or C++ reader, a thread pool), whose parent is
+// their process's parent: without the first step, none of them would
+// descend from the process that declared the order. Read from
+// /proc/<pid>/status (Tgid, PPid).
 func procParent(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	return parseStatus(pid, b)
+}
+
+// parseStatus is procParent's reading of /proc/<pid>/status.
+func parseStatus(pid int, b []byte) (int, error) {
+	tgid, ppid := -1, -1
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+		if err != nil || n < 0 {
+			continue
+		}
+		switch string(k) {
+		case "Tgid":
+			tgid = n
+		case "PPid":
+			ppid = n
+		}
 	}
-	fields := bytes.Fields(b[i+1:])
-	if len(fields) < 2 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	switch {
+	case tgid < 0 || ppid < 0:
+		return 0, fmt.Errorf("malformed /proc/%d/status", pid)
+	case tgid != pid:
+		return tgid, nil
 	}
-	return strconv.Atoi(string(fields[1]))
+	return ppid, nil
 }
