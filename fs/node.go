@@ -178,7 +178,9 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 		return nil, syscall.EISDIR
 	}
 	if ra := n.m.ra; ra != nil {
-		ra.Observe(n.e.obj, n.id, callerPID(ctx), callerUID(ctx))
+		if done := ra.Observe(n.e.obj, n.id, callerPID(ctx), callerUID(ctx)); done != nil {
+			defer done()
+		}
 	}
 	read := n.m.src.ReadAt
 	if n.seq != nil {

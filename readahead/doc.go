@@ -6,15 +6,22 @@
 //
 // # Jobs and orders
 //
-// A job (a name, unique per mount) declares the files it will read in the
-// current epoch, in order, and when known the next epoch's order too. A
-// Registry holds every job of every mount sharing one cache. Reads on a
-// mount are matched to its jobs: a read of an item that is still unread in
-// a job's current order, within a tolerance of its frontier, marks it read.
-// The frontier (the first unread position) only moves forward, so K loader
-// workers reading a few items out of order are tolerated. A read of the
-// next epoch's items after the current one is done promotes the next order.
-// A job with no reads and no declarations for Config.JobTimeout expires.
+// A job (a name, unique per mount and user) declares the files it will
+// read in the current epoch, in order, and when known the next epoch's
+// order too. A Registry holds every job of every mount sharing one cache.
+// Reads on a mount are matched to its jobs: by the reading process when
+// the job named its training process (a read by it, a descendant, or a
+// thread of either counts for that job alone), otherwise to the one job of
+// the reader's user whose own reads are nearest the item's position in its
+// order (in another job's shuffle the item is anywhere). A matched read of
+// an item still unread in the job's current order marks it read; the
+// frontier (the first unread position) only moves forward. Loader workers
+// read out of order, and reads the kernel serves from its page cache never
+// reach the daemon, so positions more than a lag behind the furthest read
+// count as read: the lag is twice the furthest behind that a read has
+// landed (at least 64), learnt from the reads. A read of the next epoch's
+// items after the current one is done promotes the next order. A job with
+// no reads and no declarations for Config.JobTimeout expires.
 //
 // # Prefetch
 //
@@ -56,11 +63,29 @@
 //
 // The Registry's Policy is Belady's rule over the declared orders: the
 // distance of an object is, over all jobs, the fewest items the job must
-// read before it needs the object again (current epoch, then next). The
-// victim is the cached object farthest in the future; objects in no
-// declared future go first. An incoming object farther in the future than
-// every cached one is streamed through uncached. With no jobs declared,
-// the fallback policy (fill-and-hold) decides.
+// read from its furthest read before it needs the object from the cache
+// (current epoch, then next). The victim is the cached object farthest in
+// the future; objects in no declared future go first. An incoming object
+// farther in the future than every cached one is streamed through
+// uncached. With no jobs declared, the fallback policy (fill-and-hold)
+// decides.
+//
+// A need that the kernel's page cache will serve is no need of the
+// cache's: the registry learns how long the page cache holds what the
+// daemon served (pagecache.go: from files a job passed unseen, and files
+// read again through the daemon), apart for files served in the reading
+// job's epoch and before it, and a need coming within that of the file's
+// last serving doesn't count. Where the page cache holds every file read
+// in an epoch for the rest of it, the reads that reach the daemon are each
+// file's first of an epoch, and the policy keeps what it holds
+// (fill-and-hold), which serves such a sequence as well as anything can.
+//
+// When the cache is full, prefetch windows shrink to what hides the fetch
+// latency: an item fetched earlier than it must be takes the room of one
+// kept for a later read.
+//
+// These were found and measured with test/benchjobs, several jobs
+// sharing one cache against an offline oracle (docs/multijob.md).
 //
 // # Locking
 //

@@ -1,6 +1,7 @@
 package readahead
 
 import (
+	"math"
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
@@ -47,6 +48,9 @@ type job struct {
 	// head is the furthest position read (-1 before the first read):
 	// loader workers read a spread of positions between frontier and head.
 	head int
+	// spread is the furthest behind head a read has landed, all epochs:
+	// how out of order the job's readers read (see lag).
+	spread int
 	// pid is the process that declared the order (0: unknown, e.g. the
 	// CLI). Reads by it or its descendants (loader workers) are the job's.
 	pid int
@@ -68,24 +72,81 @@ type job struct {
 	rate      float64
 	rateReads int64
 	rateAt    time.Time
+	// passed counts the positions the frontier has moved over, all
+	// epochs; posRate is how many it moves a second, smoothed (reads
+	// served from the page cache included, unlike rate).
+	passed, ratePassed int64
+	posRate            float64
+	// epochStart is when the current order became the job's.
+	epochStart time.Time
 
 	totalReads   int64 // items read, all epochs
 	prefetched   int64 // items fetched ahead by the prefetcher
 	prefetchHits int64 // first reads of an item that a prefetch had fetched
 	stalls       int64 // first reads of an item that was not cached yet
-	fetchedAhead map[cache.ObjectID]struct{}
-	window       int
+	epochStalls  int   // stalls in the current order
+	// stallTime is how long the reads counted as stalls took.
+	stallTime time.Duration
+	// prefetchEvicted counts items fetched ahead for the job and evicted
+	// before it read them: prefetch that cost a GET for nothing.
+	prefetchEvicted int64
+	// prefetchUnseen counts items fetched ahead for the job that its
+	// readers then passed unseen (the kernel's page cache served them):
+	// a GET for nothing too.
+	prefetchUnseen int64
+	fetchedAhead   map[cache.ObjectID]struct{}
+	// refused counts the times prefetch stopped at an item of the job's
+	// window because the cache would not evict for it (once per
+	// position: refusedAt is the last such); evictedNeeded the items
+	// evicted while the job needed them within its window.
+	refused       int64
+	refusedAt     int
+	evictedNeeded int64
+	window        int
 }
 
 // distance is how many of its items the job reads before it needs id
-// again, and whether it ever does (in the declared orders).
-func (j *job) distance(id cache.ObjectID) (int64, bool) {
+// from the chunk cache, and whether it ever does (in the declared orders).
+// A need that will come while the kernel's page cache still holds the
+// file is no need of the chunk cache's: served is when the daemon last
+// served the file (ever: whether it did), h how long the page cache holds
+// what was served (see pageCacheModel), now the time, posRate the job's
+// positions per second.
+func (j *job) distance(id cache.ObjectID, served time.Time, ever bool, h horizons, now time.Time) (int64, bool) {
+	free := func(ahead int, sameEpoch bool) bool {
+		if !ever {
+			return false
+		}
+		horizon := h.earlier
+		if sameEpoch {
+			horizon = h.same
+		}
+		switch {
+		case horizon <= 0:
+			return false
+		case horizon == math.MaxInt64:
+			return true
+		case j.posRate <= 0:
+			return false
+		}
+		return now.Sub(served)+time.Duration(float64(ahead)/j.posRate*float64(time.Second)) < horizon
+	}
+	// From the furthest read, not the frontier: the job's readers are
+	// there (the frontier trails them by the readers' spread, and by
+	// reads the kernel served from its page cache that the daemon never
+	// saw), and an item between frontier and head is needed now or was
+	// read unseen.
 	if p, ok := j.cur.pos[id]; ok && !j.read[p] {
-		return int64(int(p) - j.frontier), true
+		if d := max(int(p)-j.head, 0); !free(d, !served.Before(j.epochStart)) {
+			return int64(d), true
+		}
 	}
 	if j.next != nil {
 		if q, ok := j.next.pos[id]; ok {
-			return int64(len(j.cur.items) - j.frontier + int(q)), true
+			// By then the job is in its next epoch: served before it.
+			if d := len(j.cur.items) - j.head + int(q); !free(d, false) {
+				return int64(d), true
+			}
 		}
 	}
 	return 0, false
@@ -97,16 +158,25 @@ func (j *job) distance(id cache.ObjectID) (int64, bool) {
 // page cache, a sample the loader skips), so the frontier can't wait for
 // every position: items more than lag behind the latest read count as
 // consumed.
-func (j *job) markRead(p int) {
+// unseen, if not nil, is told of each position counted as read without a
+// read of it having reached the daemon.
+func (j *job) markRead(p int, unseen func(*job, Item)) {
 	j.read[p] = true
 	j.nread++
 	j.totalReads++
+	if p < j.head {
+		j.spread = min(max(j.spread, j.head-p), maxLag)
+	}
 	j.head = max(j.head, p)
+	was := j.frontier
 	if behind := j.head - j.lag(); j.frontier < behind {
 		for q := j.frontier; q < behind; q++ {
 			if !j.read[q] {
 				j.read[q] = true
 				j.nread++
+				if unseen != nil {
+					unseen(j, j.cur.items[q])
+				}
 			}
 		}
 		j.frontier = behind
@@ -114,6 +184,7 @@ func (j *job) markRead(p int) {
 	for j.frontier < len(j.read) && j.read[j.frontier] {
 		j.frontier++
 	}
+	j.passed += int64(j.frontier - was)
 	if j.scan < j.frontier {
 		j.scan = j.frontier
 	}
@@ -121,19 +192,43 @@ func (j *job) markRead(p int) {
 
 // lag is how far the frontier may trail the furthest read: loader workers
 // each read a batch at a time, prefetch_factor batches ahead, so reads
-// spread over thousands of positions.
-func (j *job) lag() int { return max(8192, 4*j.window) }
+// spread over up to thousands of positions behind the furthest. It is
+// twice the furthest behind the head a read has landed (spread), once
+// enough reads were seen to know (before: maxLag, or the window's span).
+// Too large a lag keeps positions the readers passed unseen (the kernel
+// served them from its page cache: typical when several jobs read one
+// dataset) counted as needed, holding cache space for nothing; too small
+// marks as read what a slow worker still reads, which then counts as a
+// read of another job's.
+func (j *job) lag() int {
+	old := max(maxLag, 4*j.window)
+	if j.totalReads < spreadEvidence {
+		return old
+	}
+	return min(max(2*j.spread+minLag, minLag), old)
+}
+
+const (
+	maxLag         = 8192
+	minLag         = 64
+	spreadEvidence = 256 // reads seen before the spread is trusted
+)
 
 // tolerance is how far past the frontier a read may land and still count
 // for the job (further ones are taken for another job's).
-func (j *job) tolerance() int { return 2 * j.lag() }
+func (j *job) tolerance() int { return 2 * max(maxLag, 4*j.window) }
 
-// start makes o the current order.
-func (j *job) start(o *order) {
+// start makes o the current order, from now.
+func (j *job) start(o *order, now time.Time) {
+	if j.cur != nil {
+		j.passed += int64(len(j.cur.items) - j.frontier)
+	}
 	j.cur = o
+	j.epochStart = now
 	j.read = make([]bool, len(o.items))
-	j.frontier, j.nread, j.scan, j.head = 0, 0, 0, -1
+	j.frontier, j.nread, j.scan, j.head, j.epochStalls = 0, 0, 0, -1, 0
 	j.fetchedAhead = make(map[cache.ObjectID]struct{})
+	j.refusedAt = -1
 	// An empty file has nothing to fetch, and its reads may never reach
 	// the daemon (the kernel knows it is empty): it counts as read.
 	for p, it := range o.items {
@@ -174,7 +269,22 @@ type JobStats struct {
 	Prefetched   int64   `json:"prefetched"`
 	PrefetchHits int64   `json:"prefetch_hits"`
 	Stalls       int64   `json:"stalls"`
-	IdleSeconds  float64 `json:"idle_seconds"`
+	// HitRate is the share of this epoch's items read so far (those the
+	// kernel served from its page cache included) that were cached when
+	// read; StallSeconds the time reads of items not cached took, all
+	// epochs; PrefetchEvicted the items fetched ahead for the job and
+	// evicted before it read them, PrefetchUnseen those its readers then
+	// got from the kernel's page cache; AdmissionsRefused the items of
+	// its window that prefetch left because the cache would not evict
+	// for them, EvictedInWindow the items evicted while it needed them
+	// within its window (the policy's trace: see docs/multijob.md).
+	HitRate           float64 `json:"hit_rate"`
+	StallSeconds      float64 `json:"stall_seconds"`
+	PrefetchEvicted   int64   `json:"prefetch_evicted"`
+	PrefetchUnseen    int64   `json:"prefetch_unseen"`
+	AdmissionsRefused int64   `json:"admissions_refused"`
+	EvictedInWindow   int64   `json:"evicted_in_window"`
+	IdleSeconds       float64 `json:"idle_seconds"`
 }
 
 func (j *job) stats(now time.Time) JobStats {
@@ -182,7 +292,12 @@ func (j *job) stats(now time.Time) JobStats {
 		Mount: j.mount.name, Name: j.name, UID: j.owner, Epoch: j.cur.epoch, Declared: len(j.cur.items),
 		Read: j.nread, Frontier: j.frontier, Window: j.window, ReadRate: j.rate,
 		TotalReads: j.totalReads, Prefetched: j.prefetched, PrefetchHits: j.prefetchHits, Stalls: j.stalls,
-		IdleSeconds: now.Sub(j.lastActive).Seconds(),
+		IdleSeconds:  now.Sub(j.lastActive).Seconds(),
+		StallSeconds: j.stallTime.Seconds(), PrefetchEvicted: j.prefetchEvicted,
+		PrefetchUnseen: j.prefetchUnseen, AdmissionsRefused: j.refused, EvictedInWindow: j.evictedNeeded,
+	}
+	if j.nread > 0 {
+		s.HitRate = 1 - float64(j.epochStalls)/float64(j.nread)
 	}
 	if j.next != nil {
 		s.NextDeclared = len(j.next.items)

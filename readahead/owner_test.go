@@ -3,6 +3,7 @@ package readahead
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/dsmount/dsmount/backend/memory"
@@ -87,8 +88,62 @@ func TestJobsBelongToTheirDeclarer(t *testing.T) {
 	if err := declare("root", 0, true); err != nil {
 		t.Fatal(err)
 	}
+	m.End("theirs", 3000, false) // else the read would count for one of the two
 	m.Observe(b, items[1].ID, 0, 3000)
 	if j, _ := job("root", 0); j.Read != 1 {
 		t.Errorf("an overriding declarer's job did not count another user's read: %+v", j)
+	}
+}
+
+// TestAnonymousReadsCountForOneJob: of two jobs declared with no training
+// process (as `dsmount order` without --pid does), a read counts for the
+// one whose own reads are nearest the item's position in its order, not
+// for both: two shuffled orders of one dataset hold every item, and
+// counting each read for every job that still needs it moved every job
+// with the union of all reads.
+func TestAnonymousReadsCountForOneJob(t *testing.T) {
+	const n = 2000
+	mem := memory.New()
+	reg := New(Config{NoPrefetch: true})
+	defer reg.Close()
+	c, err := cache.Open(t.TempDir(), cache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	src := c.Source(mem)
+	m := reg.Mount("m", src)
+	var items []Item
+	for i := range n {
+		obj := mem.Put(fmt.Sprintf("f%04d", i), []byte{byte(i)})
+		items = append(items, Item{Obj: obj, ID: src.ObjectID(obj)})
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	orders := make([][]Item, 2)
+	for j := range orders {
+		orders[j] = make([]Item, n)
+		for i, k := range rng.Perm(n) {
+			orders[j][i] = items[k]
+		}
+		if _, err := m.Declare(Declaration{Job: fmt.Sprint("job", j), Current: orders[j], Owner: 0, Override: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Job 0 reads the first half of its order, four at a time out of
+	// order; job 1 reads nothing.
+	for i := 0; i < n/2; i += 4 {
+		for _, k := range []int{i + 2, i, i + 3, i + 1} {
+			m.Observe(orders[0][k].Obj, orders[0][k].ID, 0, 0)
+		}
+	}
+	byName := map[string]JobStats{}
+	for _, j := range m.Jobs() {
+		byName[j.Name] = j
+	}
+	if j := byName["job0"]; j.TotalReads != n/2 || j.Frontier < n/2-minLag {
+		t.Errorf("the reading job: %d reads counted, frontier %d; want %d, about %d", j.TotalReads, j.Frontier, n/2, n/2)
+	}
+	if j := byName["job1"]; j.TotalReads > n/50 {
+		t.Errorf("the job that read nothing was counted %d of the other's %d reads (frontier %d)", j.TotalReads, n/2, j.Frontier)
 	}
 }

@@ -54,6 +54,23 @@ func (p *orderPolicy) Removed(id cache.ObjectID) {
 	delete(p.resident, id)
 	p.mu.Unlock()
 	p.fallback.Removed(id)
+	// An item fetched ahead and evicted before its job read it cost a GET
+	// for nothing: counted per job (JobStats.PrefetchEvicted).
+	// One needed within a job's window will cost that job a miss soon.
+	r := p.r
+	r.mu.Lock()
+	now := r.cfg.Now()
+	served, ever := r.pc.lastServed(id)
+	for _, j := range r.jobs {
+		if _, ok := j.fetchedAhead[id]; ok {
+			j.prefetchEvicted++
+			delete(j.fetchedAhead, id)
+		}
+		if d, ok := j.distance(id, served, ever, r.pc.horizon, now); ok && d <= int64(j.window) {
+			j.evictedNeeded++
+		}
+	}
+	r.mu.Unlock()
 }
 
 // Victim returns the cached object needed farthest in the future, if it is
@@ -62,7 +79,7 @@ func (p *orderPolicy) Victim(incoming cache.ObjectID, n int64) (cache.ObjectID, 
 	r := p.r
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if len(r.jobs) == 0 {
+	if len(r.jobs) == 0 || r.pc.absorbsEpochs() {
 		return p.fallback.Victim(incoming, n)
 	}
 	p.mu.Lock()
@@ -76,17 +93,25 @@ func (p *orderPolicy) Victim(incoming cache.ObjectID, n int64) (cache.ObjectID, 
 }
 
 // admits reports whether Victim would make room for id (prefetch asks
-// before fetching, so it never fetches what the cache would not keep).
-// r.mu is held (read).
-func (p *orderPolicy) admits(id cache.ObjectID) bool {
-	din, declared := p.r.distance(id)
+// before fetching, so it never fetches what the cache would not keep),
+// and needed whether any job needs id from the chunk cache at all (not
+// when its reads will come from the kernel's page cache). r.mu is held
+// (read).
+func (p *orderPolicy) admits(id cache.ObjectID) (ok, needed bool) {
+	din, declared := p.r.distance(id, p.r.cfg.Now())
 	if !declared {
-		return false
+		return false, false
+	}
+	if !p.r.full() {
+		return true, true
+	}
+	if p.r.pc.absorbsEpochs() {
+		return false, true // fill-and-hold: nothing is evicted for it
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c, ok := p.farthest(id)
-	return ok && (!c.declared || c.dist > din)
+	return ok && (!c.declared || c.dist > din), true
 }
 
 // farthest is the cached object, other than incoming, at the head of the
@@ -101,7 +126,7 @@ func (p *orderPolicy) farthest(incoming cache.ObjectID) (ranked, bool) {
 		for len(p.ranked) > 0 {
 			c := p.ranked[0]
 			if _, ok := p.resident[c.id]; ok && c.id != incoming {
-				c.dist, c.declared = p.r.distance(c.id)
+				c.dist, c.declared = p.r.distance(c.id, p.r.cfg.Now())
 				return c, true
 			}
 			p.ranked = p.ranked[1:]
@@ -118,7 +143,7 @@ func (p *orderPolicy) evicts(c ranked, incoming cache.ObjectID) bool {
 	if !c.declared {
 		return true
 	}
-	din, inDeclared := p.r.distance(incoming)
+	din, inDeclared := p.r.distance(incoming, p.r.cfg.Now())
 	return inDeclared && c.dist > din
 }
 
@@ -138,8 +163,9 @@ func (p *orderPolicy) stale() bool {
 func (p *orderPolicy) rank() {
 	p.rankGen, p.rankRead = p.r.gen.Load(), p.r.reads.Load()
 	all := make([]ranked, 0, len(p.resident))
+	now := p.r.cfg.Now()
 	for id := range p.resident {
-		d, declared := p.r.distance(id)
+		d, declared := p.r.distance(id, now)
 		all = append(all, ranked{id: id, dist: d, declared: declared})
 	}
 	sort.Slice(all, func(a, b int) bool {

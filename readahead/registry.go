@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,9 @@ type Registry struct {
 	// Both tell the policy when its ranking is stale.
 	gen   atomic.Uint64
 	reads atomic.Uint64
+	// pc learns how long the kernel's page cache holds what the daemon
+	// served (pagecache.go); under mu.
+	pc pageCacheModel
 
 	wake   chan struct{}
 	ctx    context.Context
@@ -207,7 +211,7 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 		j = &job{mount: m, name: d.Job, rateAt: now, owner: d.Owner}
 		r.jobs[k] = j
 	}
-	j.start(newOrder(d.Epoch, cur))
+	j.start(newOrder(d.Epoch, cur), now)
 	j.pid = d.PID
 	j.anyReader = d.Override
 	j.next = nil
@@ -285,16 +289,22 @@ func (m *Mount) Close() {
 // Observe tells the registry that obj (whose cache ID is id) is being read
 // through the mount by process pid (0 if unknown) of user uid; call it
 // before the read, so a read that has to wait for a fetch is counted as a
-// stall. Reads of items already counted cost a map lookup per job.
+// stall, and call what it returns, if not nil, once the read is done: the
+// time a read of an item that was not cached took counts as the jobs'
+// stall time. Reads of items already counted cost a map lookup per job.
 //
 // A read counts for the jobs it can belong to: if jobs of the mount were
-// declared by a process that is pid or one of its ancestors, for those
-// alone; otherwise for the jobs with no known declaring process, of the
-// reader's own user (a privileged declarer's such jobs: of any user's).
-// Among those, a job counts it if the item is unread in its order and not
-// implausibly far past its frontier. So another user's reads can't move a
-// job's frontier or epoch.
-func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint32) {
+// declared by a process that is pid or one of its ancestors (or the
+// process of the thread pid), for those alone; otherwise for the jobs with
+// no known declaring process, of the reader's own user (a privileged
+// declarer's such jobs: of any user's). Among those, a job counts it if
+// the item is unread in its order and not implausibly far past its
+// frontier; of several jobs with no known declaring process, only the one
+// whose furthest read is nearest the item's position in its order counts
+// it (each job's reads cluster around its own position; in another job's
+// shuffled order the item is anywhere). So another user's reads, or
+// another job's, can't move a job's frontier or epoch.
+func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint32) (done func()) {
 	r := m.r
 	r.mu.RLock()
 	var buf [8]int // declaring processes; on the stack for the usual few jobs
@@ -311,7 +321,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 	}
 	r.mu.RUnlock()
 	if !fresh {
-		return
+		return nil
 	}
 	owner := 0
 	if len(pids) > 0 && pid > 0 {
@@ -319,7 +329,6 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 	}
 	cached := m.src.Cached(obj)
 	now := r.cfg.Now()
-	matched := false
 	r.mu.Lock()
 	jobs := 0
 	for k := range r.jobs {
@@ -327,23 +336,46 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 			jobs++
 		}
 	}
+	var matched []*job
+	var nearest *job
+	nearestGap := math.MaxInt
 	for k, j := range r.jobs {
 		if k.mount != m || j.pid != owner || (owner == 0 && !j.anyReader && j.owner != uid) || !j.wants(id) {
 			continue
 		}
-		if _, ok := j.cur.pos[id]; !ok {
+		if _, ok := j.cur.pos[id]; !ok && owner == 0 && jobs > 1 {
 			// The job finished its epoch without declaring the next one
 			// and reads the order it had declared as next. Only when the
 			// read is surely its own: another job's read of the same file
 			// must not move it into its next epoch.
-			if owner == 0 && jobs > 1 {
-				continue
-			}
-			j.start(j.next)
+			continue
+		}
+		if owner != 0 {
+			matched = append(matched, j)
+		} else if gap := j.gap(id); gap < nearestGap {
+			nearest, nearestGap = j, gap
+		}
+	}
+	if nearest != nil {
+		matched = append(matched, nearest)
+	}
+	unseen := func(j *job, it Item) {
+		r.pc.passedUnseen(it.ID, now, j.epochStart)
+		if _, ahead := j.fetchedAhead[it.ID]; ahead {
+			j.prefetchUnseen++
+			delete(j.fetchedAhead, it.ID)
+		}
+	}
+	for i, j := range matched {
+		if _, ok := j.cur.pos[id]; !ok {
+			j.start(j.next, now)
 			j.next = nil
 			r.gen.Add(1)
 		}
-		j.markRead(int(j.cur.pos[id]))
+		if i == 0 {
+			r.pc.servedNow(id, now, j.epochStart)
+		}
+		j.markRead(int(j.cur.pos[id]), unseen)
 		j.lastActive = now
 		if _, ahead := j.fetchedAhead[id]; ahead {
 			j.prefetchHits++
@@ -351,14 +383,44 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 		}
 		if !cached {
 			j.stalls++
+			j.epochStalls++
 		}
-		matched = true
 	}
 	r.mu.Unlock()
-	if matched {
-		// No wake-up: the scheduler polls while jobs exist (see fillEvery).
-		r.reads.Add(1)
+	if len(matched) == 0 {
+		return nil
 	}
+	// No wake-up: the scheduler polls while jobs exist (see fillEvery).
+	r.reads.Add(1)
+	if cached {
+		return nil
+	}
+	start := time.Now()
+	return func() {
+		waited := time.Since(start)
+		r.mu.Lock()
+		for _, j := range matched {
+			j.stallTime += waited
+		}
+		r.mu.Unlock()
+	}
+}
+
+// gap is how far id's position in the job's order is from the job's
+// furthest read (from the start of the next order, once the current one is
+// done).
+func (j *job) gap(id cache.ObjectID) int {
+	if p, ok := j.cur.pos[id]; ok {
+		return abs(int(p) - j.head)
+	}
+	return int(j.next.pos[id]) + 1
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // wants reports whether a read of id may count for the job: id is unread in
@@ -409,12 +471,14 @@ func (r *Registry) expire(now time.Time) {
 }
 
 // distance is Belady's distance of id over all jobs: the fewest items any
-// job reads before it needs id; false if no job's declared orders name it.
-// r.mu is held (read).
-func (r *Registry) distance(id cache.ObjectID) (int64, bool) {
+// job reads before it needs id from the chunk cache; false if no job's
+// declared orders name it, or only for reads the page cache will serve
+// (see pageCacheModel). r.mu is held (read).
+func (r *Registry) distance(id cache.ObjectID, now time.Time) (int64, bool) {
 	best, found := int64(0), false
+	served, ever := r.pc.lastServed(id)
 	for _, j := range r.jobs {
-		if d, ok := j.distance(id); ok && (!found || d < best) {
+		if d, ok := j.distance(id, served, ever, r.pc.horizon, now); ok && (!found || d < best) {
 			best, found = d, true
 		}
 	}

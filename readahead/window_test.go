@@ -20,28 +20,37 @@ func TestWindowCoversLead(t *testing.T) {
 
 	r.pf.latency = 0.05 // 4 latencies: 0.2 s, under Lead
 	j.rate = 100
-	if got, want := r.window(j, t0), 100*2+8; got != want {
+	if got, want := r.window(j, t0, false), 100*2+8; got != want {
 		t.Errorf("rate 100/s, Lead 2 s: window %d, want %d", got, want)
 	}
+	// A full cache: the latency alone, a quarter of the parallel slack.
+	if got, want := r.window(j, t0, true), MinWindow; got != want {
+		t.Errorf("rate 100/s, full cache: window %d, want %d (4 latencies: 20, and 2: under the least)", got, want)
+	}
+	j.rate = 1000
+	if got, want := r.window(j, t0, true), 1000*2/10+2; got != want {
+		t.Errorf("rate 1000/s, full cache: window %d, want %d", got, want)
+	}
+	j.rate = 100
 	r.pf.latency = 1 // 4 latencies: 4 s, over Lead
-	if got, want := r.window(j, t0), 100*4+8; got != want {
+	if got, want := r.window(j, t0, false), 100*4+8; got != want {
 		t.Errorf("rate 100/s, latency 1 s: window %d, want %d", got, want)
 	}
 
 	// No sample yet: 30 reads in the first 10 ms count as 30 per 50 ms.
 	r.pf.latency = 0.05
 	j.rate, j.totalReads = 0, 30
-	if got, want := r.window(j, t0.Add(10*time.Millisecond)), 600*2+8; got != want {
+	if got, want := r.window(j, t0.Add(10*time.Millisecond), false), 600*2+8; got != want {
 		t.Errorf("30 reads 10 ms in: window %d, want %d", got, want)
 	}
 	// 30 reads over 300 ms: 100/s.
-	if got, want := r.window(j, t0.Add(300*time.Millisecond)), 100*2+8; got != want {
+	if got, want := r.window(j, t0.Add(300*time.Millisecond), false), 100*2+8; got != want {
 		t.Errorf("30 reads 300 ms in: window %d, want %d", got, want)
 	}
 
 	// WindowBytes bounds it: 1 GiB of 100 kB items.
 	j.rate = 1e6
-	if got, want := r.window(j, t0), (1<<30)/100_000; got != want {
+	if got, want := r.window(j, t0, false), (1<<30)/100_000; got != want {
 		t.Errorf("rate 1e6/s: window %d, want the byte bound %d", got, want)
 	}
 }
