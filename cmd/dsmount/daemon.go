@@ -381,7 +381,7 @@ func (d *daemon) stats(asking *dsfs.Mount, c dsfs.Caller) any {
 		all = d.mountStats()
 		sort.Slice(all, func(i, j int) bool { return all[i].Mountpoint < all[j].Mountpoint })
 	}
-	return statsReport{DaemonPid: os.Getpid(), Mount: mine, Mounts: all, Cache: cacheReport(d.cache.Stats(), d.opts)}
+	return statsReport{DaemonPid: os.Getpid(), Mount: mine, Mounts: all, Cache: cacheReport(d.cache.Stats(), d.opts), PageCache: d.ra.PageCache()}
 }
 
 func (d *daemon) serveMetrics(addr string) error {

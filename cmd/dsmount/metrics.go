@@ -22,6 +22,9 @@ type statsReport struct {
 	Mount     dsfs.MountStats   `json:"mount"`
 	Mounts    []dsfs.MountStats `json:"mounts"`
 	Cache     cacheStats        `json:"cache"`
+	// PageCache is what the declared orders' policy has learnt of the
+	// kernel's page cache (see readahead.PageCache).
+	PageCache readahead.PageCache `json:"page_cache"`
 }
 
 type cacheStats struct {
@@ -124,6 +127,13 @@ var jobMetrics = []struct {
 	{"dsmount_job_prefetched_total", "Files fetched ahead of the job's readers.", true, func(j readahead.JobStats) float64 { return float64(j.Prefetched) }},
 	{"dsmount_job_prefetch_hits_total", "First reads of a file that prefetch had fetched.", true, func(j readahead.JobStats) float64 { return float64(j.PrefetchHits) }},
 	{"dsmount_job_stalls_total", "First reads of a file that was not cached yet.", true, func(j readahead.JobStats) float64 { return float64(j.Stalls) }},
+	{"dsmount_job_stall_seconds_total", "Time the job's reads of files not cached yet took.", true, func(j readahead.JobStats) float64 { return j.StallSeconds }},
+	{"dsmount_job_hit_ratio", "Share of this epoch's files read so far that were cached when read.", false, func(j readahead.JobStats) float64 { return j.HitRate }},
+	{"dsmount_job_frontier_files", "Where the daemon believes the job is: the first unread position of its order.", false, func(j readahead.JobStats) float64 { return float64(j.Frontier) }},
+	{"dsmount_job_prefetch_evicted_total", "Files fetched ahead of the job and evicted before it read them.", true, func(j readahead.JobStats) float64 { return float64(j.PrefetchEvicted) }},
+	{"dsmount_job_prefetch_page_cached_total", "Files fetched ahead of the job that its readers then got from the kernel's page cache.", true, func(j readahead.JobStats) float64 { return float64(j.PrefetchUnseen) }},
+	{"dsmount_job_admissions_refused_total", "Files of the job's prefetch window the cache would not evict for.", true, func(j readahead.JobStats) float64 { return float64(j.AdmissionsRefused) }},
+	{"dsmount_job_evicted_in_window_total", "Files evicted while the job needed them within its prefetch window.", true, func(j readahead.JobStats) float64 { return float64(j.EvictedInWindow) }},
 }
 
 func newCollector(d *daemon) *collector {

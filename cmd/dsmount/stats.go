@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/readahead"
 )
 
 func newStatsCmd() *cobra.Command {
@@ -45,7 +46,7 @@ func newStatsCmd() *cobra.Command {
 			if err := json.Unmarshal(raw, &r); err != nil {
 				return fmt.Errorf("malformed stats from %s: %w", root, err)
 			}
-			printStats(r)
+			printStats(cmd.OutOrStdout(), r)
 			return nil
 		},
 	}
@@ -60,8 +61,9 @@ func hitRate(hits, misses int64) string {
 	return fmt.Sprintf("%.1f%%", 100*float64(hits)/float64(hits+misses))
 }
 
-func printStats(r statsReport) {
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+// printStats writes the report as tables for a person.
+func printStats(out io.Writer, r statsReport) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "MOUNT\tSOURCE\tFAST PATH\tFILES\tREADS\tREAD\tHIT RATE\tFROM CACHE\tFROM BACKEND\tERRORS\n")
 	for _, m := range r.Mounts {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\n", m.Mountpoint, m.Source, m.FastPath, m.Files, m.Reads, humanBytes(m.BytesRead),
@@ -73,27 +75,46 @@ func printStats(r statsReport) {
 		jobs += len(m.Jobs)
 	}
 	if jobs > 0 {
-		fmt.Println()
-		w = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(w, "JOB\tMOUNT\tEPOCH\tREAD\tWINDOW\tREADS/S\tPREFETCHED\tPREFETCH HITS\tSTALLS\tIDLE\n")
+		fmt.Fprintln(out)
+		w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(w, "JOB\tUID\tMOUNT\tEPOCH\tAT\tHIT RATE\tSTALLED\tWINDOW\tREADS/S\tPREFETCHED\tPREFETCH HITS\tEVICTED UNREAD\tPAGE-CACHED UNREAD\tREFUSED\tEVICTED NEEDED\tIDLE\n")
 		for _, m := range r.Mounts {
 			for _, j := range m.Jobs {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d/%d\t%d\t%.0f\t%d\t%d\t%d\t%.0fs\n", j.Name, m.Mountpoint, j.Epoch, j.Read, j.Declared,
-					j.Window, j.ReadRate, j.Prefetched, j.PrefetchHits, j.Stalls, j.IdleSeconds)
+				// AT is where the daemon believes the job is: its
+				// frontier in this epoch's order.
+				fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d/%d\t%.1f%%\t%.1fs\t%d\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fs\n", j.Name, j.UID, m.Mountpoint, j.Epoch,
+					j.Frontier, j.Declared, 100*j.HitRate, j.StallSeconds, j.Window, j.ReadRate, j.Prefetched, j.PrefetchHits, j.PrefetchEvicted, j.PrefetchUnseen, j.AdmissionsRefused, j.EvictedInWindow, j.IdleSeconds)
 			}
 		}
 		w.Flush()
+		if pc := r.PageCache; pc.Samples > 0 {
+			fmt.Fprintf(out, "page cache: holds a file read this epoch %s, one read before %s; reads within that are left to it\n",
+				horizonText(pc.Same), horizonText(pc.Earlier))
+			if pc.FillAndHold {
+				fmt.Fprintf(out, "  it serves every repeated read within an epoch, so the cache keeps what it holds (fill-and-hold)\n")
+			}
+		}
 	}
 	c := r.Cache
-	fmt.Printf("\ncache %s (daemon pid %d, policy %s, chunk %s)\n", c.Dir, r.DaemonPid, c.Policy, humanBytes(c.ChunkSize))
+	fmt.Fprintf(out, "\ncache %s (daemon pid %d, policy %s, chunk %s)\n", c.Dir, r.DaemonPid, c.Policy, humanBytes(c.ChunkSize))
 	fill := "-"
 	if c.Capacity > 0 {
 		fill = fmt.Sprintf("%.1f%%", 100*float64(c.Used)/float64(c.Capacity))
 	}
-	fmt.Printf("  hit rate %s   used %s of %s (%s)   fetched %s in %d chunks   in flight %d\n",
+	fmt.Fprintf(out, "  hit rate %s   used %s of %s (%s)   fetched %s in %d chunks   in flight %d\n",
 		hitRate(c.Hits, c.Misses), humanBytes(c.Used), humanBytes(c.Capacity), fill, humanBytes(c.BytesFetched), c.ChunksFetched, c.FetchesInFlight)
-	fmt.Printf("  warmed chunks %d   evictions %d   not kept %d   checksum failures %d   failed syncs %d   ahead, pushed out unread %d\n", c.WarmChunks, c.Evictions, c.Streamed, c.VerifyFailures, c.SyncFailures, c.StagedPushedOut)
+	fmt.Fprintf(out, "  warmed chunks %d   evictions %d   not kept %d   checksum failures %d   failed syncs %d   ahead, pushed out unread %d\n", c.WarmChunks, c.Evictions, c.Streamed, c.VerifyFailures, c.SyncFailures, c.StagedPushedOut)
 	if c.DiskFull {
-		fmt.Printf("  the cache filesystem is full: reads are served without caching until it has room again\n")
+		fmt.Fprintf(out, "  the cache filesystem is full: reads are served without caching until it has room again\n")
 	}
+}
+
+func horizonText(h readahead.Horizon) string {
+	switch {
+	case h.Unbounded:
+		return "for as long as seen"
+	case h.Seconds == 0:
+		return "(not known yet)"
+	}
+	return fmt.Sprintf("for about %.1fs", h.Seconds)
 }

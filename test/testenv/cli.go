@@ -239,21 +239,27 @@ type MountStats struct {
 
 // JobStats is one declared job in `dsmount stats --json`.
 type JobStats struct {
-	Mount        string  `json:"mount"`
-	Name         string  `json:"name"`
-	UID          uint32  `json:"uid"`
-	Epoch        int     `json:"epoch"`
-	Declared     int     `json:"declared"`
-	NextDeclared int     `json:"next_declared"`
-	Read         int     `json:"read"`
-	Frontier     int     `json:"frontier"`
-	Window       int     `json:"window"`
-	ReadRate     float64 `json:"read_rate"`
-	TotalReads   int64   `json:"total_reads"`
-	Prefetched   int64   `json:"prefetched"`
-	PrefetchHits int64   `json:"prefetch_hits"`
-	Stalls       int64   `json:"stalls"`
-	IdleSeconds  float64 `json:"idle_seconds"`
+	Mount           string  `json:"mount"`
+	Name            string  `json:"name"`
+	UID             uint32  `json:"uid"`
+	Epoch           int     `json:"epoch"`
+	Declared        int     `json:"declared"`
+	NextDeclared    int     `json:"next_declared"`
+	Read            int     `json:"read"`
+	Frontier        int     `json:"frontier"`
+	Window          int     `json:"window"`
+	ReadRate        float64 `json:"read_rate"`
+	TotalReads      int64   `json:"total_reads"`
+	Prefetched      int64   `json:"prefetched"`
+	PrefetchHits    int64   `json:"prefetch_hits"`
+	Stalls          int64   `json:"stalls"`
+	HitRate         float64 `json:"hit_rate"`
+	StallSeconds    float64 `json:"stall_seconds"`
+	PrefetchEvicted int64   `json:"prefetch_evicted"`
+	PrefetchUnseen  int64   `json:"prefetch_unseen"`
+	Refused         int64   `json:"admissions_refused"`
+	EvictedInWindow int64   `json:"evicted_in_window"`
+	IdleSeconds     float64 `json:"idle_seconds"`
 }
 
 // Job returns the mount's job of that name.

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/readahead"
+)
+
+// TestStatsShowEachJob: dsmount stats shows per job where the daemon
+// believes it is, its hit rate this epoch, its stall time and the
+// policy's trace, and what the policy knows of the page cache.
+func TestStatsShowEachJob(t *testing.T) {
+	r := statsReport{
+		Mounts: []dsfs.MountStats{{Mountpoint: "/mnt/data", Jobs: []readahead.JobStats{{
+			Name: "resnet", UID: 1000, Epoch: 3, Declared: 10000, Frontier: 4242, HitRate: 0.625, StallSeconds: 12.5,
+			PrefetchEvicted: 7, PrefetchUnseen: 8, AdmissionsRefused: 9, EvictedInWindow: 11,
+		}}}},
+		PageCache: readahead.PageCache{Samples: 10, Same: readahead.Horizon{Seconds: 4.2}, Earlier: readahead.Horizon{Seconds: 1.5}},
+	}
+	var out bytes.Buffer
+	printStats(&out, r)
+	var header, row string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "JOB ") {
+			header = line
+		}
+		if strings.HasPrefix(line, "resnet ") {
+			row = line
+		}
+	}
+	if row == "" {
+		t.Fatalf("no row for the job:\n%s", out.String())
+	}
+	for _, col := range []string{"AT", "HIT RATE", "STALLED", "EVICTED UNREAD", "PAGE-CACHED UNREAD", "REFUSED", "EVICTED NEEDED"} {
+		if !strings.Contains(header, col) {
+			t.Errorf("header lacks %s: %q", col, header)
+		}
+	}
+	fields := strings.Fields(row)
+	want := []string{"resnet", "1000", "/mnt/data", "3", "4242/10000", "62.5%", "12.5s"}
+	if len(fields) < len(want) {
+		t.Fatalf("row %q, want it to start with %q", row, want)
+	}
+	for i, w := range want {
+		if fields[i] != w {
+			t.Errorf("row field %d = %q, want %q (row %q)", i, fields[i], w, row)
+		}
+	}
+	if !strings.Contains(row, " 7 ") || !strings.Contains(row, " 8 ") || !strings.Contains(row, " 9 ") || !strings.Contains(row, " 11 ") {
+		t.Errorf("row lacks the trace counts 7, 8, 9, 11: %q", row)
+	}
+	if !strings.Contains(out.String(), "page cache: holds a file read this epoch for about 4.2s, one read before for about 1.5s") {
+		t.Errorf("no page cache line:\n%s", out.String())
+	}
+}
