@@ -70,15 +70,16 @@
 // uncached. With no jobs declared, the fallback policy (fill-and-hold)
 // decides.
 //
-// A need that the kernel's page cache will serve is no need of the
-// cache's: the registry learns how long the page cache holds what the
-// daemon served (pagecache.go: from files a job passed unseen, and files
-// read again through the daemon), apart for files served in the reading
-// job's epoch and before it, and a need coming within that of the file's
-// last serving doesn't count. Where the page cache holds every file read
-// in an epoch for the rest of it, the reads that reach the daemon are each
-// file's first of an epoch, and the policy keeps what it holds
-// (fill-and-hold), which serves such a sequence as well as anything can.
+// Where the kernel's page cache holds every file read in an epoch for
+// the rest of it (it is larger than what the jobs read), the reads that
+// reach the daemon are each file's first of an epoch, and the policy
+// keeps what it holds (fill-and-hold), which serves such a sequence as
+// well as anything can: the registry learns how long the page cache
+// holds what the daemon served (pagecache.go: from files a job passed
+// unseen, and files read again through the daemon) and stats says when
+// it has fallen back. A smaller page cache changes nothing in the
+// distances: a need the page cache may serve still counts, because
+// skipping such needs lost more hits than it saved.
 //
 // When the cache is full, prefetch windows shrink to what hides the fetch
 // latency: an item fetched earlier than it must be takes the room of one

@@ -10,15 +10,14 @@ import (
 
 // The kernel keeps what the daemon serves in its page cache, and on a
 // no-open mount serves a later read of it from there without asking the
-// daemon. So when several jobs read one dataset, a file one job read may
-// reach the others from the page cache, for free, for as long as the page
-// cache holds it: keeping it in the chunk cache for those reads wastes room
-// that the reads which do reach the daemon need. With a page cache large
-// enough to hold an epoch's reads, every read but the first of a file in
-// an epoch is free, the reads that reach the daemon are one shuffled epoch
-// after another, and holding what is held (fill-and-hold) is what serves
-// them best; with a small one, a job's read of a file another job read
-// seconds ago reaches the daemon, and keeping that file for it pays.
+// daemon. With a page cache large enough to hold an epoch's reads, every
+// read but the first of a file in an epoch is free, the reads that reach
+// the daemon are one shuffled epoch after another, and holding what is
+// held (fill-and-hold) is what serves them best: the policy falls back to
+// it (absorbsEpochs). With a smaller one, a job's read of a file another
+// job read seconds ago may or may not reach the daemon; counting such
+// needs as free (the model's horizon said the page cache would serve
+// them) lost more hits than it saved (docs/multijob.md), so they count.
 //
 // How long the page cache holds what was served depends on the memory the
 // readers have and how fast they read, neither of which the daemon knows,
@@ -31,9 +30,8 @@ import (
 // served before: where the page cache is emptied between epochs (a
 // benchmark's drop_caches, a node whose other work flushes it), a file
 // read earlier in the same epoch is there and one from the last epoch is
-// not, at any age. A need of a file that will come within the horizon of
-// the file's last serving is not a need of the chunk cache's
-// (job.distance).
+// not, at any age. The horizons are shown in stats; a horizon for files
+// of the same epoch that never ends is the fallback's trigger.
 
 // horizons are a pageCacheModel's learnt horizons: for files served since
 // the reading job's epoch began (same) and before (earlier). 0: unknown
@@ -148,12 +146,6 @@ func (a *ageCounts) estimate() time.Duration {
 // as anything can, and a declared order has nothing to add (Policy falls
 // back; stats say so).
 func (pc *pageCacheModel) absorbsEpochs() bool { return pc.horizon.same == math.MaxInt64 }
-
-// lastServed is when id was last served, and whether it ever was.
-func (pc *pageCacheModel) lastServed(id cache.ObjectID) (time.Time, bool) {
-	t0, ok := pc.served[id]
-	return t0, ok
-}
 
 // forget drops files served longer ago than the horizons (and an hour)
 // allow to matter: the map holds no more than the page cache can.

@@ -52,41 +52,34 @@ func TestPageCacheHorizon(t *testing.T) {
 	}
 }
 
-// TestNeedsThePageCacheServesAreNoNeeds: a job's need of a file the daemon
-// served moments ago, coming within the page cache's horizon, is no need
-// of the chunk cache's; one coming after it is.
-func TestNeedsThePageCacheServesAreNoNeeds(t *testing.T) {
+// TestNeedsCountEvenWhenThePageCacheMayServeThem: a job's need of a file
+// the daemon served moments ago (the kernel's page cache may still hold
+// it) is a need like any other: the distance is from the job's furthest
+// read, in this epoch's order, then the next's.
+func TestNeedsCountEvenWhenThePageCacheMayServeThem(t *testing.T) {
 	items := make([]Item, 100)
 	for i := range items {
 		items[i].ID = cache.ObjectID{byte(i)}
-		items[i].Obj.Size = 1 // an empty file counts as read
+		items[i].Obj.Size = 1
 	}
 	now := time.Unix(2000, 0)
+	var pc pageCacheModel
 	j := &job{}
 	j.start(newOrder(0, items), now.Add(-time.Minute))
-	j.posRate = 10 // positions a second
-	near, far := items[5].ID, items[90].ID
-	served := now.Add(-time.Second) // this epoch
-	h := horizons{same: 3 * time.Second, earlier: 3 * time.Second}
-	// Served 1 s ago, horizon 3 s: position 5 comes in 0.6 s (inside),
-	// position 90 in 9.1 s (outside).
-	if _, ok := j.distance(near, served, true, h, now); ok {
-		t.Error("a need inside the horizon counted")
+	j.next = newOrder(1, []Item{items[7], items[5]})
+	for p := range 11 {
+		pc.servedNow(items[p].ID, now, j.epochStart)
+		j.markRead(p, nil)
 	}
-	if d, ok := j.distance(far, served, true, h, now); !ok || d != 91 {
-		t.Errorf("a need outside the horizon: %d, %v; want 91", d, ok)
+	if d, ok := j.distance(items[90].ID); !ok || d != 80 {
+		t.Errorf("unread, 80 past the furthest read: %d, %v; want 80, true", d, ok)
 	}
-	if d, ok := j.distance(near, time.Time{}, false, h, now); !ok || d != 6 {
-		t.Errorf("a file never served: %d, %v; want 6", d, ok)
+	// Read this epoch (served moments ago): needed next epoch, at its
+	// position there.
+	if d, ok := j.distance(items[5].ID); !ok || d != int64(100-10+1) {
+		t.Errorf("read, second in the next order: %d, %v; want %d, true", d, ok, 100-10+1)
 	}
-	if _, ok := j.distance(far, served, true, horizons{same: math.MaxInt64}, now.Add(time.Hour)); ok {
-		t.Error("an unbounded page cache: a need of a file served this epoch counted")
-	}
-	if d, ok := j.distance(far, served, true, horizons{}, now); !ok || d != 91 {
-		t.Errorf("an unknown horizon: %d, %v; want 91 (nothing taken as in the page cache)", d, ok)
-	}
-	// Served before the epoch began, and nothing of that kind stays.
-	if d, ok := j.distance(near, now.Add(-2*time.Minute), true, horizons{same: math.MaxInt64, earlier: 0}, now); !ok || d != 6 {
-		t.Errorf("a file served last epoch, page cache emptied since: %d, %v; want 6", d, ok)
+	if _, ok := j.distance(items[3].ID); ok {
+		t.Error("read, in no later order: counted as needed")
 	}
 }

@@ -59,14 +59,12 @@ func (p *orderPolicy) Removed(id cache.ObjectID) {
 	// One needed within a job's window will cost that job a miss soon.
 	r := p.r
 	r.mu.Lock()
-	now := r.cfg.Now()
-	served, ever := r.pc.lastServed(id)
 	for _, j := range r.jobs {
 		if _, ok := j.fetchedAhead[id]; ok {
 			j.prefetchEvicted++
 			delete(j.fetchedAhead, id)
 		}
-		if d, ok := j.distance(id, served, ever, r.pc.horizon, now); ok && d <= int64(j.window) {
+		if d, ok := j.distance(id); ok && d <= int64(j.window) {
 			j.evictedNeeded++
 		}
 	}
@@ -94,11 +92,10 @@ func (p *orderPolicy) Victim(incoming cache.ObjectID, n int64) (cache.ObjectID, 
 
 // admits reports whether Victim would make room for id (prefetch asks
 // before fetching, so it never fetches what the cache would not keep),
-// and needed whether any job needs id from the chunk cache at all (not
-// when its reads will come from the kernel's page cache). r.mu is held
+// and needed whether any job's declared orders still need id. r.mu is held
 // (read).
 func (p *orderPolicy) admits(id cache.ObjectID) (ok, needed bool) {
-	din, declared := p.r.distance(id, p.r.cfg.Now())
+	din, declared := p.r.distance(id)
 	if !declared {
 		return false, false
 	}
@@ -126,7 +123,7 @@ func (p *orderPolicy) farthest(incoming cache.ObjectID) (ranked, bool) {
 		for len(p.ranked) > 0 {
 			c := p.ranked[0]
 			if _, ok := p.resident[c.id]; ok && c.id != incoming {
-				c.dist, c.declared = p.r.distance(c.id, p.r.cfg.Now())
+				c.dist, c.declared = p.r.distance(c.id)
 				return c, true
 			}
 			p.ranked = p.ranked[1:]
@@ -143,7 +140,7 @@ func (p *orderPolicy) evicts(c ranked, incoming cache.ObjectID) bool {
 	if !c.declared {
 		return true
 	}
-	din, inDeclared := p.r.distance(incoming, p.r.cfg.Now())
+	din, inDeclared := p.r.distance(incoming)
 	return inDeclared && c.dist > din
 }
 
@@ -163,9 +160,8 @@ func (p *orderPolicy) stale() bool {
 func (p *orderPolicy) rank() {
 	p.rankGen, p.rankRead = p.r.gen.Load(), p.r.reads.Load()
 	all := make([]ranked, 0, len(p.resident))
-	now := p.r.cfg.Now()
 	for id := range p.resident {
-		d, declared := p.r.distance(id, now)
+		d, declared := p.r.distance(id)
 		all = append(all, ranked{id: id, dist: d, declared: declared})
 	}
 	sort.Slice(all, func(a, b int) bool {

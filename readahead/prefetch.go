@@ -134,13 +134,7 @@ func (r *Registry) sampleRates(now time.Time) {
 		} else {
 			j.rate += rateSmoothing * (sample - j.rate)
 		}
-		pos := float64(j.passed-j.ratePassed) / dt
-		if j.posRate == 0 {
-			j.posRate = pos
-		} else {
-			j.posRate += rateSmoothing * (pos - j.posRate)
-		}
-		j.rateReads, j.ratePassed, j.rateAt = j.totalReads, j.passed, now
+		j.rateReads, j.rateAt = j.totalReads, now
 	}
 }
 
@@ -249,7 +243,7 @@ func (r *Registry) fill() (active bool) {
 			if r.cfg.PolicyInstalled {
 				ok, needed := r.policy.admits(it.ID)
 				if !needed {
-					// Its reads will come from the kernel's page cache.
+					// No job needs it any more.
 					continue
 				}
 				if !ok {

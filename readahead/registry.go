@@ -424,11 +424,12 @@ func abs(x int) int {
 }
 
 // wants reports whether a read of id may count for the job: id is unread in
-// its current order and not implausibly far past the frontier, or the
+// its current order (or only counted read by the lag) and not implausibly
+// far past the frontier, or the
 // current order is done and id opens the declared next one.
 func (j *job) wants(id cache.ObjectID) bool {
 	if p, ok := j.cur.pos[id]; ok {
-		return !j.read[p] && int(p) < j.frontier+j.tolerance()
+		return (!j.read[p] || j.late[p]) && int(p) < j.frontier+j.tolerance()
 	}
 	if j.next != nil && j.frontier == len(j.cur.items) {
 		p, ok := j.next.pos[id]
@@ -471,14 +472,12 @@ func (r *Registry) expire(now time.Time) {
 }
 
 // distance is Belady's distance of id over all jobs: the fewest items any
-// job reads before it needs id from the chunk cache; false if no job's
-// declared orders name it, or only for reads the page cache will serve
-// (see pageCacheModel). r.mu is held (read).
-func (r *Registry) distance(id cache.ObjectID, now time.Time) (int64, bool) {
+// job reads before it needs id; false if no job's declared orders still
+// name it. r.mu is held (read).
+func (r *Registry) distance(id cache.ObjectID) (int64, bool) {
 	best, found := int64(0), false
-	served, ever := r.pc.lastServed(id)
 	for _, j := range r.jobs {
-		if d, ok := j.distance(id, served, ever, r.pc.horizon, now); ok && (!found || d < best) {
+		if d, ok := j.distance(id); ok && (!found || d < best) {
 			best, found = d, true
 		}
 	}
