@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 )
 
 // T is the subset of testing.TB the helpers need. Every testing.TB is a T.
@@ -99,6 +101,30 @@ func (p *ProgramT) Close() {
 			}()
 			f()
 		}()
+	}
+}
+
+// CloseOnSignal makes an interrupt (SIGINT, SIGTERM) run the cleanups
+// and exit 130, so a benchmark stopped by hand leaves no mount, MinIO or
+// cgroup behind. The program's main goroutine may be in the middle of a
+// run: cleanups stop its daemons and servers under it. It returns the
+// function that stops listening (call it before Close).
+func (p *ProgramT) CloseOnSignal() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			log.Printf("%v: cleaning up", sig)
+			p.Close()
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
 	}
 }
 

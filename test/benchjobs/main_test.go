@@ -1,0 +1,33 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// FuzzParseList: a flag's list gives values or an error, never a panic,
+// and a list it accepts has one value per comma-separated field.
+func FuzzParseList(f *testing.F) {
+	for _, s := range []string{"2,4", "0.25,0.5", "on,off", "", ",", "on, off", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fields := len(strings.Split(s, ","))
+		if v, err := parseList(s, strconv.Atoi); err == nil && len(v) != fields {
+			t.Fatalf("parseList(%q) = %v: want %d values", s, v, fields)
+		}
+		if v, err := parseList(s, parseOnOff); err == nil && len(v) != fields {
+			t.Fatalf("parseList(%q, on/off) = %v: want %d values", s, v, fields)
+		}
+	})
+}
+
+func TestParseOnOff(t *testing.T) {
+	if v, err := parseList("on, off", parseOnOff); err != nil || len(v) != 2 || !v[0] || v[1] {
+		t.Errorf("on, off: %v, %v", v, err)
+	}
+	if _, err := parseList("on,maybe", parseOnOff); err == nil {
+		t.Error("on,maybe accepted")
+	}
+}
