@@ -19,7 +19,9 @@
 // read out of order, and reads the kernel serves from its page cache never
 // reach the daemon, so positions more than a lag behind the furthest read
 // count as read: the lag is twice the furthest behind that a read has
-// landed (at least 64), learnt from the reads. A read of the next epoch's
+// landed, plus 64, learnt from the reads (and halved at each epoch, so
+// one slow stretch doesn't hold it wide); a read that comes later than
+// the lag allowed still counts, and widens it. A read of the next epoch's
 // items after the current one is done promotes the next order. A job with
 // no reads and no declarations for Config.JobTimeout expires.
 //

@@ -34,7 +34,8 @@ func newOrder(epoch int, items []Item) *order {
 // job is one declared job's progress. Guarded by Registry.mu.
 //
 // Invariants: 0 <= frontier <= len(cur.items); read[p] for every p <
-// frontier; nread counts the true entries of read; late[p] implies read[p].
+// frontier; nread counts the true entries of read; late[p] != 0 implies
+// read[p].
 type job struct {
 	mount *Mount
 	name  string
@@ -43,8 +44,10 @@ type job struct {
 	next *order // nil when not declared
 	read []bool
 	// late marks positions counted as read by the lag, no read of them
-	// seen (yet): a read that comes after all still counts.
-	late     []bool
+	// seen (yet): a read that comes after all still counts, and takes back
+	// what the position's passing recorded (lateFlag, lateFetched,
+	// lateSample).
+	late     []uint8
 	frontier int
 	nread    int
 	// head is the furthest position read (-1 before the first read):
@@ -137,13 +140,17 @@ func (j *job) distance(id cache.ObjectID) (int64, bool) {
 // consumed.
 // unseen, if not nil, is told of each position counted as read without a
 // read of it having reached the daemon.
-func (j *job) markRead(p int, unseen func(*job, Item)) {
-	if j.late[p] {
+func (j *job) markRead(p int, unseen func(*job, Item) uint8, undo func(*job, Item, uint8)) {
+	if m := j.late[p]; m != 0 {
 		// A read the lag had given up on: the readers spread further
-		// than learnt. It counts as the job's read, and widens the lag.
-		j.late[p] = false
+		// than learnt. It counts as the job's read, widens the lag, and
+		// what its passing recorded is taken back.
+		j.late[p] = 0
 		j.totalReads++
 		j.spread = min(max(j.spread, j.head-p), maxLag)
+		if undo != nil {
+			undo(j, j.cur.items[p], m)
+		}
 		return
 	}
 	j.read[p] = true
@@ -156,10 +163,10 @@ func (j *job) markRead(p int, unseen func(*job, Item)) {
 	if behind := j.head - j.lag(); j.frontier < behind {
 		for q := j.frontier; q < behind; q++ {
 			if !j.read[q] {
-				j.read[q], j.late[q] = true, true
+				j.read[q], j.late[q] = true, lateFlag
 				j.nread++
 				if unseen != nil {
-					unseen(j, j.cur.items[q])
+					j.late[q] |= unseen(j, j.cur.items[q])
 				}
 			}
 		}
@@ -176,8 +183,9 @@ func (j *job) markRead(p int, unseen func(*job, Item)) {
 // lag is how far the frontier may trail the furthest read: loader workers
 // each read a batch at a time, prefetch_factor batches ahead, so reads
 // spread over up to thousands of positions behind the furthest. It is
-// twice the furthest behind the head a read has landed (spread), once
-// enough reads were seen to know (before: maxLag, or the window's span).
+// twice the furthest behind the head a read has landed (spread) plus
+// minLag, once enough reads were seen to know (before, and at most:
+// maxLag, or four windows).
 // Too large a lag keeps positions the readers passed unseen (the kernel
 // served them from its page cache: typical when several jobs read one
 // dataset) counted as needed, holding cache space for nothing; too small
@@ -190,6 +198,16 @@ func (j *job) lag() int {
 	}
 	return min(max(2*j.spread+minLag, minLag), old)
 }
+
+// A late mark: lateFlag for a position counted read by the lag; with
+// lateFetched if it had been fetched ahead (counted in prefetchUnseen);
+// lateSample the page-cache sample its passing gave
+// (pageCacheModel.passedUnseen), 0 if none.
+const (
+	lateFlag    uint8 = 0x40
+	lateFetched uint8 = 0x80
+	lateSample  uint8 = 0x3f
+)
 
 const (
 	maxLag         = 8192
@@ -206,9 +224,20 @@ func (j *job) start(o *order, now time.Time) {
 	j.cur = o
 	j.epochStart = now
 	j.read = make([]bool, len(o.items))
-	j.late = make([]bool, len(o.items))
+	j.late = make([]uint8, len(o.items))
+	// The readers' spread is learnt again each epoch, from half the last
+	// one's: a few stalls once must not hold the lag wide for good.
+	j.spread /= 2
 	j.frontier, j.nread, j.scan, j.head, j.epochStalls = 0, 0, 0, -1, 0
-	j.fetchedAhead = make(map[cache.ObjectID]struct{})
+	// Items fetched ahead from the order that is now current stay
+	// counted (prefetch of the next epoch).
+	kept := make(map[cache.ObjectID]struct{})
+	for id := range j.fetchedAhead {
+		if _, ok := o.pos[id]; ok {
+			kept[id] = struct{}{}
+		}
+	}
+	j.fetchedAhead = kept
 	j.refusedAt = -1
 	// An empty file has nothing to fetch, and its reads may never reach
 	// the daemon (the kernel knows it is empty): it counts as read.
@@ -250,11 +279,12 @@ type JobStats struct {
 	Prefetched   int64   `json:"prefetched"`
 	PrefetchHits int64   `json:"prefetch_hits"`
 	Stalls       int64   `json:"stalls"`
-	// HitRate is the share of this epoch's items read so far (those the
-	// kernel served from its page cache included) that were cached when
-	// read; StallSeconds the time reads of items not cached took, all
-	// epochs; PrefetchEvicted the items fetched ahead for the job and
-	// evicted before it read them, PrefetchUnseen those its readers then
+	// HitRate is the share of this epoch's positions passed so far whose
+	// read didn't find the item uncached (positions passed unseen, which
+	// the kernel's page cache served, count as hits); StallSeconds the
+	// time the requests that found their item uncached took, all epochs;
+	// PrefetchEvicted the items fetched ahead for the job and evicted
+	// before it read them, PrefetchUnseen those its readers then
 	// got from the kernel's page cache; AdmissionsRefused the items of
 	// its window that prefetch left because the cache would not evict
 	// for them, EvictedInWindow the items evicted while it needed them

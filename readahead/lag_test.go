@@ -19,8 +19,9 @@ func TestLateReadStillCounts(t *testing.T) {
 	}
 	j := &job{}
 	j.start(newOrder(0, items), time.Unix(1000, 0))
+	passed := func(j *job, it Item) uint8 { return lateFetched | 5 }
 	for p := 1; p <= spreadEvidence+200; p++ { // position 0 left to a slow reader
-		j.markRead(p, nil)
+		j.markRead(p, passed, nil)
 	}
 	if j.frontier == 0 || !j.read[0] {
 		t.Fatalf("frontier %d: the lag (%d) should have passed position 0", j.frontier, j.lag())
@@ -29,7 +30,16 @@ func TestLateReadStillCounts(t *testing.T) {
 	if !j.wants(items[0].ID) {
 		t.Fatal("a late read of position 0 is not wanted")
 	}
-	j.markRead(0, nil)
+	var undone uint8
+	j.markRead(0, passed, func(_ *job, it Item, m uint8) {
+		if it.ID != items[0].ID {
+			t.Errorf("undo of %v, want position 0's item", it.ID)
+		}
+		undone = m
+	})
+	if undone != lateFlag|lateFetched|5 {
+		t.Errorf("undo got mark %#x, want %#x: what the passing recorded", undone, lateFlag|lateFetched|5)
+	}
 	if j.totalReads != int64(spreadEvidence+201) {
 		t.Errorf("total reads %d, want %d (the late one counted)", j.totalReads, spreadEvidence+201)
 	}

@@ -98,12 +98,27 @@ func (pc *pageCacheModel) servedNow(id cache.ObjectID, now, epochStart time.Time
 
 // passedUnseen records that a job whose epoch began at epochStart passed
 // id in its order with no read of it reaching the daemon: the page cache
-// had it.
-func (pc *pageCacheModel) passedUnseen(id cache.ObjectID, now, epochStart time.Time) {
-	if t0, ok := pc.served[id]; ok {
-		pc.classes[class(t0, epochStart)].alive[ageBucket(now.Sub(t0))]++
-		pc.sampled()
+// had it. It returns the sample it recorded (0 if none), for unsee.
+func (pc *pageCacheModel) passedUnseen(id cache.ObjectID, now, epochStart time.Time) uint8 {
+	t0, ok := pc.served[id]
+	if !ok {
+		return 0
 	}
+	c, b := class(t0, epochStart), ageBucket(now.Sub(t0))
+	pc.classes[c].alive[b]++
+	pc.sampled()
+	return uint8(1 + c*ageBuckets + b)
+}
+
+// unsee takes back a sample passedUnseen recorded: the read came after
+// all, late (the page cache may not have had the file).
+func (pc *pageCacheModel) unsee(sample uint8) {
+	if sample == 0 {
+		return
+	}
+	c, b := int(sample-1)/ageBuckets, int(sample-1)%ageBuckets
+	pc.classes[c].alive[b] = max(pc.classes[c].alive[b]-1, 0)
+	pc.horizon = horizons{same: pc.classes[0].estimate(), earlier: pc.classes[1].estimate()}
 }
 
 func (pc *pageCacheModel) sampled() {
@@ -148,18 +163,30 @@ func (a *ageCounts) estimate() time.Duration {
 func (pc *pageCacheModel) absorbsEpochs() bool { return pc.horizon.same == math.MaxInt64 }
 
 // forget drops files served longer ago than the horizons (and an hour)
-// allow to matter: the map holds no more than the page cache can.
+// allow to matter, and past maxServed files, half of them at random: the
+// model needs a sample of the files served, not all (a million-file
+// epoch would hold ~80 MB).
 func (pc *pageCacheModel) forget(now time.Time) {
-	keep := max(time.Hour, pc.horizon.same, pc.horizon.earlier)
-	if keep == math.MaxInt64 {
-		return
+	if keep := max(time.Hour, pc.horizon.same, pc.horizon.earlier); keep != math.MaxInt64 {
+		for id, t0 := range pc.served {
+			if now.Sub(t0) > keep {
+				delete(pc.served, id)
+			}
+		}
 	}
-	for id, t0 := range pc.served {
-		if now.Sub(t0) > keep {
+	if n := len(pc.served) - maxServed/2; len(pc.served) > maxServed {
+		for id := range pc.served { // map order: a random half
+			if n == 0 {
+				break
+			}
 			delete(pc.served, id)
+			n--
 		}
 	}
 }
+
+// maxServed bounds the files the model remembers serving.
+const maxServed = 1 << 18
 
 // PageCache is what the registry has learnt of the kernel's page cache:
 // how long it holds a file the daemon served, for a file served since the

@@ -69,7 +69,7 @@ func TestNeedsCountEvenWhenThePageCacheMayServeThem(t *testing.T) {
 	j.next = newOrder(1, []Item{items[7], items[5]})
 	for p := range 11 {
 		pc.servedNow(items[p].ID, now, j.epochStart)
-		j.markRead(p, nil)
+		j.markRead(p, nil, nil)
 	}
 	if d, ok := j.distance(items[90].ID); !ok || d != 80 {
 		t.Errorf("unread, 80 past the furthest read: %d, %v; want 80, true", d, ok)
@@ -81,5 +81,26 @@ func TestNeedsCountEvenWhenThePageCacheMayServeThem(t *testing.T) {
 	}
 	if _, ok := j.distance(items[3].ID); ok {
 		t.Error("read, in no later order: counted as needed")
+	}
+}
+
+// TestUnseeTakesBackASample: a sample of a file passed unseen whose read
+// came late after all is taken back, and the horizon with it.
+func TestUnseeTakesBackASample(t *testing.T) {
+	var pc pageCacheModel
+	t0 := time.Unix(1000, 0)
+	epoch := t0.Add(-time.Minute)
+	id := cache.ObjectID{1}
+	pc.servedNow(id, t0, epoch)
+	s := pc.passedUnseen(id, t0.Add(time.Second), epoch)
+	if s == 0 || pc.horizon.same != math.MaxInt64 {
+		t.Fatalf("one file found alive: sample %d, horizon %v; want a sample, unbounded", s, pc.horizon.same)
+	}
+	pc.unsee(s)
+	if pc.horizon.same != 0 {
+		t.Errorf("the only sample taken back: horizon %v, want unknown (0)", pc.horizon.same)
+	}
+	if pc.passedUnseen(cache.ObjectID{2}, t0, epoch) != 0 {
+		t.Error("a file never served gave a sample")
 	}
 }

@@ -373,11 +373,20 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 	if nearest != nil && nearest.wants(id) {
 		matched = append(matched, nearest)
 	}
-	unseen := func(j *job, it Item) {
-		r.pc.passedUnseen(it.ID, now, j.epochStart)
+	unseen := func(j *job, it Item) uint8 {
+		m := r.pc.passedUnseen(it.ID, now, j.epochStart)
 		if _, ahead := j.fetchedAhead[it.ID]; ahead {
 			j.prefetchUnseen++
 			delete(j.fetchedAhead, it.ID)
+			m |= lateFetched
+		}
+		return m
+	}
+	undo := func(j *job, it Item, m uint8) {
+		r.pc.unsee(m & lateSample)
+		if m&lateFetched != 0 {
+			j.prefetchUnseen--
+			j.prefetchHits++
 		}
 	}
 	for i, j := range matched {
@@ -389,7 +398,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 		if i == 0 {
 			r.pc.servedNow(id, now, j.epochStart)
 		}
-		j.markRead(int(j.cur.pos[id]), unseen)
+		j.markRead(int(j.cur.pos[id]), unseen, undo)
 		j.lastActive = now
 		if _, ahead := j.fetchedAhead[id]; ahead {
 			j.prefetchHits++
@@ -424,7 +433,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 // daemon, within the job's lag behind its furthest read.
 func (j *job) readNear(id cache.ObjectID) bool {
 	p, ok := j.cur.pos[id]
-	return ok && j.read[p] && !j.late[p] && int(p) >= j.head-j.lag()
+	return ok && j.read[p] && j.late[p] == 0 && int(p) >= j.head-j.lag()
 }
 
 // gap is how far id's position in the job's order is from the job's
@@ -450,7 +459,7 @@ func abs(x int) int {
 // current order is done and id opens the declared next one.
 func (j *job) wants(id cache.ObjectID) bool {
 	if p, ok := j.cur.pos[id]; ok {
-		return (!j.read[p] || j.late[p]) && int(p) < j.frontier+j.tolerance()
+		return (!j.read[p] || j.late[p] != 0) && int(p) < j.frontier+j.tolerance()
 	}
 	if j.next != nil && j.frontier == len(j.cur.items) {
 		p, ok := j.next.pos[id]
