@@ -45,8 +45,14 @@ func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Minute):
-		cmd.Process.Kill()
-		<-done
+		// An interrupt lets it tear down its mount, MinIO and cgroup.
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			<-done
+		}
 		t.Fatalf("benchjobs ran over 10 minutes:\n%s", out)
 	}
 	if err != nil {
@@ -78,15 +84,17 @@ func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
 			continue
 		}
 		// What dsmount stats shows of each job: where the daemon believes
-		// it is (at the end of its last epoch: nearly every position read,
-		// the frontier within the lag of the end, as a file the page cache
-		// served may never reach the daemon), its hit rate and stall time.
+		// it is (at the end of its last epoch: nearly every position read;
+		// the frontier past the middle, since it trails by the learnt lag
+		// and a file the page cache served may never reach the daemon; a
+		// job whose reads went astray stood near its start), its hit rate
+		// and stall time.
 		if len(r.Daemon) != 2 {
 			t.Errorf("the daemon's jobs after the order run: %+v, want 2", r.Daemon)
 		}
 		for _, j := range r.Daemon {
-			if j.Frontier < j.Declared*9/10 || j.Read < j.Declared*99/100 || j.HitRate <= 0 || j.HitRate > 1 || j.StallSeconds <= 0 {
-				t.Errorf("job %s after its last epoch: frontier %d, read %d of %d, hit rate %.3f, stalled %.1fs; want the frontier past 90%%, 99%% read, a hit rate in (0, 1], some stall time",
+			if j.Frontier < j.Declared/2 || j.Read < j.Declared*98/100 || j.HitRate <= 0 || j.HitRate > 1 || j.StallSeconds <= 0 {
+				t.Errorf("job %s after its last epoch: frontier %d, read %d of %d, hit rate %.3f, stalled %.1fs; want the frontier past half, 98%% read, a hit rate in (0, 1], some stall time",
 					j.Name, j.Frontier, j.Read, j.Declared, j.HitRate, j.StallSeconds)
 			}
 		}

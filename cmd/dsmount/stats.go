@@ -87,7 +87,7 @@ func printStats(out io.Writer, r statsReport) {
 			}
 		}
 		w.Flush()
-		if pc := r.PageCache; pc.Samples > 0 {
+		if pc := r.PageCache; pc.Samples > 0 && r.Cache.Policy == policyOrder {
 			fmt.Fprintf(out, "page cache: holds a file read this epoch %s, one read before %s; reads within that are left to it\n",
 				horizonText(pc.Same), horizonText(pc.Earlier))
 			if pc.FillAndHold {

@@ -41,8 +41,8 @@ func (cg *cgroup) add(pid int) error {
 	return os.WriteFile(filepath.Join(cg.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
 }
 
-// remove deletes the cgroup once its processes are gone (they are moved
-// back to the root first, in case one lingers).
+// remove deletes the cgroup; it fails (silently) while a process is in
+// it, so the readers are stopped first.
 func (cg *cgroup) remove() {
 	os.Remove(cg.dir)
 }

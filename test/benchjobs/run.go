@@ -152,6 +152,10 @@ func (e *env) run(rc runConfig) (r row) {
 			return r
 		}
 		defer cg.remove()
+		// On an interrupt (CloseOnSignal) the defers don't run: the
+		// cleanups stop the readers (registered later, run first), then
+		// remove the cgroup.
+		e.t.Cleanup(cg.remove)
 	}
 	declare := "none"
 	if rc.policy == "order" {
@@ -175,6 +179,11 @@ func (e *env) run(rc runConfig) (r row) {
 		}
 		j.pid = j.cmd.Process.Pid
 		defer func() { j.send("quit"); j.in.Close(); j.cmd.Wait() }()
+		e.t.Cleanup(func() {
+			if j.cmd.ProcessState == nil {
+				j.cmd.Process.Kill()
+			}
+		})
 		if cg != nil {
 			if err := cg.add(j.pid); err != nil {
 				r.err = err.Error()
