@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/dsmount/dsmount/backend/memory"
-	"github.com/dsmount/dsmount/cache"
 )
 
 // TestAnonymousJobsReadFilesInPieces: four jobs declared with no training
@@ -17,21 +14,7 @@ import (
 // lag near the readers' real spread.
 func TestAnonymousJobsReadFilesInPieces(t *testing.T) {
 	const n, jobs = 10000, 4
-	mem := memory.New()
-	reg := New(Config{NoPrefetch: true})
-	defer reg.Close()
-	c, err := cache.Open(t.TempDir(), cache.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	src := c.Source(mem)
-	m := reg.Mount("m", src)
-	var items []Item
-	for i := range n {
-		obj := mem.Put(fmt.Sprintf("f%05d", i), []byte{byte(i)})
-		items = append(items, Item{Obj: obj, ID: src.ObjectID(obj)})
-	}
+	reg, m, items := newTestMount(t, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	read := func(it Item) {
 		m.Observe(it.Obj, it.ID, 0, 0)

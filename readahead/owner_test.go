@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/dsmount/dsmount/backend/memory"
-	"github.com/dsmount/dsmount/cache"
 )
 
 // TestJobsBelongToTheirDeclarer: jobs are named per user: another user's
@@ -18,18 +15,8 @@ import (
 // unless overriding; stats name each job's owner; a job with no declaring
 // process counts reads by its owner alone, unless its declarer overrides.
 func TestJobsBelongToTheirDeclarer(t *testing.T) {
-	mem := memory.New()
-	a, b := mem.Put("a", []byte("x")), mem.Put("b", []byte("y"))
-	reg := New(Config{NoPrefetch: true})
-	defer reg.Close()
-	c, err := cache.Open(t.TempDir(), cache.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	src := c.Source(mem)
-	m := reg.Mount("m", src)
-	items := []Item{{Obj: a, ID: src.ObjectID(a)}, {Obj: b, ID: src.ObjectID(b)}}
+	_, m, items := newTestMount(t, 2)
+	a, b := items[0].Obj, items[1].Obj
 	declare := func(job string, owner uint32, override bool) error {
 		_, err := m.Declare(Declaration{Job: job, Current: items, Owner: owner, Override: override})
 		return err
@@ -103,21 +90,7 @@ func TestJobsBelongToTheirDeclarer(t *testing.T) {
 // with the union of all reads.
 func TestAnonymousReadsCountForOneJob(t *testing.T) {
 	const n = 2000
-	mem := memory.New()
-	reg := New(Config{NoPrefetch: true})
-	defer reg.Close()
-	c, err := cache.Open(t.TempDir(), cache.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	src := c.Source(mem)
-	m := reg.Mount("m", src)
-	var items []Item
-	for i := range n {
-		obj := mem.Put(fmt.Sprintf("f%04d", i), []byte{byte(i)})
-		items = append(items, Item{Obj: obj, ID: src.ObjectID(obj)})
-	}
+	_, m, items := newTestMount(t, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	orders := make([][]Item, 2)
 	for j := range orders {

@@ -1,11 +1,7 @@
 package readahead
 
 import (
-	"fmt"
 	"testing"
-
-	"github.com/dsmount/dsmount/backend/memory"
-	"github.com/dsmount/dsmount/cache"
 )
 
 // TestTraceCountsEvictionsTheJobNeedsSoon: the policy's trace counts an
@@ -13,21 +9,7 @@ import (
 // window, and a prefetched item its readers passed unseen as such, not as
 // evicted unread.
 func TestTraceCountsEvictionsTheJobNeedsSoon(t *testing.T) {
-	mem := memory.New()
-	reg := New(Config{NoPrefetch: true})
-	defer reg.Close()
-	c, err := cache.Open(t.TempDir(), cache.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	src := c.Source(mem)
-	m := reg.Mount("m", src)
-	var items []Item
-	for i := range 1000 {
-		o := mem.Put(fmt.Sprintf("f%04d", i), []byte("x"))
-		items = append(items, Item{Obj: o, ID: src.ObjectID(o)})
-	}
+	reg, m, items := newTestMount(t, 1000)
 	if _, err := m.Declare(Declaration{Job: "train", Current: items}); err != nil {
 		t.Fatal(err)
 	}
