@@ -26,41 +26,6 @@ const (
 	throttleBackoff = 8
 )
 
-// List calls fn for every object under the prefix, with keys relative to it.
-// Directory markers ("dir/") are passed through; the prefix's own marker,
-// whose relative key would be empty, is not.
-func (b *Backend) List(ctx context.Context, fn func(backend.Object) error) error {
-	if b.conns.isClosed() {
-		return backend.Wrap("list", b.id, backend.ErrUnavailable, errClosed{})
-	}
-	pages := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{
-		Bucket: aws.String(b.bucket),
-		Prefix: optional(b.prefix),
-	})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return classify(ctx, "list", b.id, err)
-		}
-		for _, o := range page.Contents {
-			key := strings.TrimPrefix(aws.ToString(o.Key), b.prefix)
-			if key == "" {
-				continue
-			}
-			err := fn(backend.Object{
-				Key:     key,
-				Size:    aws.ToInt64(o.Size),
-				ModTime: aws.ToTime(o.LastModified),
-				Version: b.versionOf(o.ETag, o.LastModified),
-			})
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // Stat describes one object with a HEAD request.
 func (b *Backend) Stat(ctx context.Context, key string) (backend.Object, error) {
 	if key == "" {

@@ -43,6 +43,9 @@ type Options struct {
 	// idle connection pool so connections are reused rather than churned.
 	// Default 128.
 	MaxConns int
+	// ListParallel is how many listings List runs at once (list.go).
+	// Default 32.
+	ListParallel int
 	// Logger receives retry warnings. Nil discards them.
 	Logger *slog.Logger
 }
@@ -58,6 +61,8 @@ type Backend struct {
 	id     string
 	log    *slog.Logger
 	conns  *connSet
+	// listParallel is Options.ListParallel.
+	listParallel int
 
 	// Said once per backend: the store gives no ETags, or not even
 	// Last-Modified times (version.go).
@@ -145,7 +150,7 @@ func New(ctx context.Context, source string, opts Options) (*Backend, error) {
 	}
 
 	conns := newConnSet()
-	b := &Backend{bucket: bucket, prefix: prefix, log: log, conns: conns}
+	b := &Backend{bucket: bucket, prefix: prefix, log: log, conns: conns, listParallel: opts.ListParallel}
 	b.client = newClient(cfg, opts, conns)
 	b.id = "s3://" + bucket + "/" + prefix
 	if ep := aws.ToString(b.client.Options().BaseEndpoint); ep != "" {

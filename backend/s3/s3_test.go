@@ -36,6 +36,7 @@ func TestMinIO(t *testing.T) {
 		{"InvalidSource", testInvalidSource},
 		{"List", testList},
 		{"ListPages", testListPages},
+		{"ListWalk", testListWalk},
 		{"ReadAt", testReadAt},
 		{"Changed", testChanged},
 		{"Cancel", testCancel},

@@ -152,6 +152,11 @@ type listResult struct {
 	NextContinuationToken string `xml:",omitempty"`
 	StartAfter            string `xml:",omitempty"`
 	Contents              []listEntry
+	CommonPrefixes        []commonPrefix
+}
+
+type commonPrefix struct {
+	Prefix string
 }
 
 type listEntry struct {
@@ -191,6 +196,7 @@ func (f *FakeS3) list(w http.ResponseWriter, r *http.Request) {
 		}
 		return s
 	}
+	delim := q.Get("delimiter")
 	f.mu.Lock()
 	keys := make([]string, 0, len(f.objs))
 	for k := range f.objs {
@@ -204,20 +210,43 @@ func (f *FakeS3) list(w http.ResponseWriter, r *http.Request) {
 	if urlEnc {
 		res.EncodingType = "url"
 	}
-	if len(keys) > maxKeys {
-		keys = keys[:maxKeys]
-		res.IsTruncated = true
-		if maxKeys > 0 {
-			res.NextContinuationToken = base64.StdEncoding.EncodeToString([]byte(keys[len(keys)-1]))
-		}
-	}
+	// With a delimiter, the keys under one common prefix are one entry;
+	// a page that ended at a common prefix goes on past all of its keys.
+	last := ""
+	n := 0
 	for _, k := range keys {
+		if delim != "" && strings.HasSuffix(after, delim) && strings.HasPrefix(k, after) {
+			continue
+		}
+		cp := ""
+		if delim != "" {
+			if i := strings.Index(k[len(prefix):], delim); i >= 0 {
+				cp = k[:len(prefix)+i+len(delim)]
+			}
+		}
+		if cp != "" && cp == last {
+			continue
+		}
+		if n == maxKeys {
+			res.IsTruncated = true
+			if maxKeys > 0 {
+				res.NextContinuationToken = base64.StdEncoding.EncodeToString([]byte(last))
+			}
+			break
+		}
+		n++
+		if cp != "" {
+			res.CommonPrefixes = append(res.CommonPrefixes, commonPrefix{Prefix: enc(cp)})
+			last = cp
+			continue
+		}
+		last = k
 		o := f.objs[k]
 		res.Contents = append(res.Contents, listEntry{Key: enc(k), LastModified: o.modTime.Format("2006-01-02T15:04:05.000Z"),
 			ETag: `"` + o.etag + `"`, Size: int64(len(o.data)), StorageClass: "STANDARD"})
 	}
 	f.mu.Unlock()
-	res.KeyCount = len(res.Contents)
+	res.KeyCount = len(res.Contents) + len(res.CommonPrefixes)
 	out, err := xml.Marshal(res)
 	if err != nil {
 		writeS3Error(w, r, 500, "InternalError", err.Error())
