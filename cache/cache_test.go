@@ -285,16 +285,16 @@ func TestListingRoundTrip(t *testing.T) {
 		long = append(long, backend.Object{Key: fmt.Sprintf("%05d/%s", i, key), Size: 1, Version: "v", ModTime: time.Unix(int64(i), 0)})
 	}
 	for _, want := range [][]backend.Object{objs, long, objs[:3], nil} {
-		if err := c.SaveListing("src", want); err != nil {
+		if err := c.SaveListing("src", backend.NewListing(want)); err != nil {
 			t.Fatal(err)
 		}
 		got, _, ok, err := c.LoadListing("src")
-		if err != nil || !ok || len(got) != len(want) {
-			t.Fatalf("load: ok=%v err=%v len %d want %d", ok, err, len(got), len(want))
+		if err != nil || !ok || got.Len() != len(want) {
+			t.Fatalf("load: ok=%v err=%v len %d want %d", ok, err, got.Len(), len(want))
 		}
 		for i := range want {
-			if got[i].Key != want[i].Key || got[i].Size != want[i].Size || got[i].Version != want[i].Version || !got[i].ModTime.Equal(want[i].ModTime) {
-				t.Fatalf("entry %d: %+v != %+v", i, got[i], want[i])
+			if g := got.At(i); g.Key != want[i].Key || g.Size != want[i].Size || g.Version != want[i].Version || !g.ModTime.Equal(want[i].ModTime) {
+				t.Fatalf("entry %d: %+v != %+v", i, g, want[i])
 			}
 		}
 	}
@@ -313,7 +313,7 @@ func TestEvictStaleDropsOldVersions(t *testing.T) {
 		readAll(t, s, o)
 	}
 	newer := mem.Put("changes", randBytes(r, 10<<10))
-	if n := c.EvictStale(mem.ID(), []backend.Object{keep, newer}); n != 2 {
+	if n := c.EvictStale(mem.ID(), backend.NewListing([]backend.Object{keep, newer})); n != 2 {
 		t.Fatalf("evicted %d, want 2 (old version and vanished object)", n)
 	}
 	if c.Used() != keep.Size {
@@ -369,7 +369,7 @@ func TestEvictingObjectWithManyChunksIsDurable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := c.EvictStale(mem.ID(), nil); n != 1 {
+	if n := c.EvictStale(mem.ID(), &backend.Listing{}); n != 1 {
 		t.Fatalf("evicted %d, want 1", n)
 	}
 	c.Close()

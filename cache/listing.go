@@ -39,10 +39,11 @@ const (
 // listingPageEnd is where the page of objs starting at start ends: at
 // listingPageEntries entries or listingPageBytes of encoded keys and
 // versions, whichever comes first, and never before one entry.
-func listingPageEnd(objs []backend.Object, start int) int {
+func listingPageEnd(objs *backend.Listing, start int) int {
 	end, n := start, 0
-	for end < len(objs) && end-start < listingPageEntries {
-		n += len(objs[end].Key) + len(objs[end].Version) + 24
+	for end < objs.Len() && end-start < listingPageEntries {
+		o := objs.At(end)
+		n += len(o.Key) + len(o.Version) + 24
 		if n > listingPageBytes && end > start {
 			break
 		}
@@ -111,7 +112,7 @@ func (m listingMeta) marshal() []byte {
 }
 
 // SaveListing stores objs as the listing of source, replacing any earlier one.
-func (c *Cache) SaveListing(source string, objs []backend.Object) error {
+func (c *Cache) SaveListing(source string, objs *backend.Listing) error {
 	var old listingMeta
 	var hadOld bool
 	if err := c.db.View(func(txn *badger.Txn) (err error) {
@@ -127,10 +128,11 @@ func (c *Cache) SaveListing(source string, objs []backend.Object) error {
 	}
 	defer enc.Close()
 	pages := 0
-	for start, end := 0, 0; start < len(objs) || pages == 0; start = end {
+	var raw []byte
+	for start, end := 0, 0; start < objs.Len() || pages == 0; start = end {
 		end = listingPageEnd(objs, start)
-		page := objs[start:end]
-		data := enc.EncodeAll(encodeEntries(page), nil)
+		raw = encodeEntries(raw[:0], objs, start, end)
+		data := enc.EncodeAll(raw, nil)
 		if !c.indexRoom() {
 			return fmt.Errorf("save listing: %w", ErrNoSpace)
 		}
@@ -140,7 +142,7 @@ func (c *Cache) SaveListing(source string, objs []backend.Object) error {
 			return fmt.Errorf("save listing: %w", err)
 		}
 		pages++
-		if len(objs) == 0 {
+		if objs.Len() == 0 {
 			break
 		}
 	}
@@ -169,7 +171,7 @@ func (c *Cache) SaveListing(source string, objs []backend.Object) error {
 
 // LoadListing returns the stored listing of source and when it was saved;
 // ok is false if there is none, or none in this dsmount's format.
-func (c *Cache) LoadListing(source string) (objs []backend.Object, saved time.Time, ok bool, err error) {
+func (c *Cache) LoadListing(source string) (objs *backend.Listing, saved time.Time, ok bool, err error) {
 	dec, err := zstd.NewReader(nil)
 	if err != nil {
 		return nil, time.Time{}, false, err
@@ -180,18 +182,19 @@ func (c *Cache) LoadListing(source string) (objs []backend.Object, saved time.Ti
 		if err != nil || !found || m.format != listingFormat {
 			return err
 		}
+		objs = &backend.Listing{}
+		var raw []byte
 		for p := range m.pages {
 			item, err := txn.Get(listingPageKey(source, m.gen, p))
 			if err != nil {
 				return err
 			}
 			if err := item.Value(func(v []byte) error {
-				raw, err := dec.DecodeAll(v, nil)
-				if err != nil {
+				var err error
+				if raw, err = dec.DecodeAll(v, raw[:0]); err != nil {
 					return err
 				}
-				objs, err = decodeEntries(raw, objs)
-				return err
+				return decodeEntries(raw, objs)
 			}); err != nil {
 				return err
 			}
@@ -205,9 +208,9 @@ func (c *Cache) LoadListing(source string) (objs []backend.Object, saved time.Ti
 	return objs, saved, ok, nil
 }
 
-func encodeEntries(objs []backend.Object) []byte {
-	var b []byte
-	for _, o := range objs {
+func encodeEntries(b []byte, objs *backend.Listing, start, end int) []byte {
+	for i := start; i < end; i++ {
+		o := objs.At(i)
 		b = appendString(b, o.Key)
 		b = binary.AppendVarint(b, o.Size)
 		b = binary.AppendVarint(b, o.ModTime.UnixNano())
@@ -216,15 +219,19 @@ func encodeEntries(objs []backend.Object) []byte {
 	return b
 }
 
-func decodeEntries(b []byte, into []backend.Object) ([]backend.Object, error) {
+// decodeEntries appends the entries of b to into. The entries' strings
+// are copied (Append), so b may be reused.
+func decodeEntries(b []byte, into *backend.Listing) error {
 	d := decoder{b: b}
 	for len(d.b) > 0 && d.err == nil {
 		var o backend.Object
-		o.Key = d.string()
+		o.Key = d.bytesString()
 		o.Size = d.varint()
 		o.ModTime = time.Unix(0, d.varint())
-		o.Version = d.string()
-		into = append(into, o)
+		o.Version = d.bytesString()
+		if d.err == nil {
+			into.Append(o)
+		}
 	}
-	return into, d.err
+	return d.err
 }

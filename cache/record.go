@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unsafe"
 
 	"github.com/dsmount/dsmount/backend"
 )
@@ -176,6 +177,27 @@ func (d *decoder) string() string {
 	s := string(d.b[n : n+int(l)])
 	d.b = d.b[n+int(l):]
 	return s
+}
+
+// bytesString is string without the copy: the result aliases the
+// record's bytes, so it must be copied (or dropped) before they are
+// reused. Decoding a million-entry listing would otherwise allocate two
+// strings per entry only to copy them into the Listing.
+func (d *decoder) bytesString() string {
+	if d.err != nil {
+		return ""
+	}
+	l, n := binary.Uvarint(d.b)
+	if n <= 0 || uint64(len(d.b)-n) < l {
+		d.err = errCorruptRecord
+		return ""
+	}
+	s := d.b[n : n+int(l)]
+	d.b = d.b[n+int(l):]
+	if len(s) == 0 {
+		return ""
+	}
+	return unsafe.String(&s[0], len(s))
 }
 
 func (r *objectRecord) unmarshal(b []byte) error {

@@ -10,23 +10,26 @@ import (
 // fresh, complete listing of source) no longer names: they can't be read
 // through a mount built from that listing, and under fill-and-hold they
 // would otherwise hold their space forever. It returns how many it dropped.
-func (c *Cache) EvictStale(source string, objs []backend.Object) int {
-	current := make(map[ObjectID]struct{}, len(objs))
-	for _, o := range objs {
-		m := metaOf(source, o, c.chunkSize)
-		current[m.id()] = struct{}{}
-	}
-	var stale []ObjectID
+func (c *Cache) EvictStale(source string, objs *backend.Listing) int {
+	// The source's cached objects, few or many, are matched against the
+	// listing, not the other way: a set of a million listed IDs would
+	// cost the daemon tens of megabytes for a moment at every mount.
+	cached := make(map[ObjectID]struct{})
 	c.mu.Lock()
 	for id, o := range c.objects {
-		if o.meta.Source != source {
-			continue
-		}
-		if _, ok := current[id]; !ok {
-			stale = append(stale, id)
+		if o.meta.Source == source {
+			cached[id] = struct{}{}
 		}
 	}
 	c.mu.Unlock()
+	for i := 0; i < objs.Len() && len(cached) > 0; i++ {
+		m := metaOf(source, objs.At(i), c.chunkSize)
+		delete(cached, m.id())
+	}
+	stale := make([]ObjectID, 0, len(cached))
+	for id := range cached {
+		stale = append(stale, id)
+	}
 	for _, id := range stale {
 		c.evict(id)
 	}

@@ -53,12 +53,13 @@ const largeFile = 32 << 20
 
 // chooseFastPath picks a mount's fast path from its size profile: mostly
 // large files (by bytes) want passthrough, anything else no-open.
-func chooseFastPath(objs []backend.Object) FastPath {
+func chooseFastPath(l *backend.Listing) FastPath {
 	var total, large int64
-	for _, o := range objs {
-		total += o.Size
-		if o.Size >= largeFile {
-			large += o.Size
+	for i := range l.Len() {
+		size := l.Size(i)
+		total += size
+		if size >= largeFile {
+			large += size
 		}
 	}
 	if total > 0 && 2*large > total {
@@ -114,7 +115,7 @@ func (n *node) openPassthrough() (gofs.FileHandle, uint32, syscall.Errno) {
 		return &passthroughFile{n: n, f: st.backing}, 0, 0
 	}
 	if st.cached == 0 {
-		if f, err := n.m.src.OpenCached(n.e.obj); err == nil {
+		if f, err := n.m.src.OpenCached(n.obj()); err == nil {
 			st.passthrough++
 			st.backing = f
 			return &passthroughFile{n: n, f: f}, 0, 0

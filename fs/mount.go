@@ -31,8 +31,8 @@ type Config struct {
 	Cache *cache.Cache
 	// Source serves the objects' bytes.
 	Source *cache.Source
-	// Objects is the listing the tree is built from.
-	Objects []backend.Object
+	// Listing is what the tree is built from.
+	Listing *backend.Listing
 	// AllowOther lets users other than the mounter read the mount.
 	AllowOther bool
 	// Logger receives skipped keys and read errors. Default: discard.
@@ -102,14 +102,7 @@ func New(cfg Config) *Mount {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := buildTree(cfg.Objects, time.Now())
-	if e, ok := t.root.dir.children[ControlName]; ok {
-		delete(t.root.dir.children, ControlName)
-		t.skipped = append(t.skipped, SkippedKey{ControlName, "reserved for dsmount's control entry"})
-		if !e.isDir() {
-			t.files--
-		}
-	}
+	t := buildTree(cfg.Listing, time.Now(), ControlName)
 	m := &Mount{
 		cache:      cfg.Cache,
 		src:        cfg.Source,
@@ -126,23 +119,23 @@ func New(cfg Config) *Mount {
 	if m.streams == nil {
 		m.streams = readahead.NewStreams(0, 0)
 	}
-	m.fastPath.Store(resolveFastPath(cfg.FastPath, cfg.Objects))
+	m.fastPath.Store(resolveFastPath(cfg.FastPath, cfg.Listing))
 	return m
 }
 
 // FastPathMode is the fast path in force (after Serve, the probed one).
 func (m *Mount) FastPathMode() FastPath { return m.fastPath.Load().(FastPath) }
 
-func resolveFastPath(p FastPath, objs []backend.Object) FastPath {
+func resolveFastPath(p FastPath, l *backend.Listing) FastPath {
 	if p == "" || p == FastPathAuto {
-		return chooseFastPath(objs)
+		return chooseFastPath(l)
 	}
 	return p
 }
 
 // Files and Dirs count the tree's entries; Skipped lists the keys left out.
-func (m *Mount) Files() int            { return m.tree.files }
-func (m *Mount) Dirs() int             { return m.tree.dirs }
+func (m *Mount) Files() int            { return m.tree.fileCount() }
+func (m *Mount) Dirs() int             { return m.tree.dirCount() }
 func (m *Mount) Skipped() []SkippedKey { return m.tree.skipped }
 func (m *Mount) Server() *fuse.Server  { return m.server }
 func (m *Mount) Mountpoint() string    { return m.dir }
@@ -174,7 +167,7 @@ func (m *Mount) Serve(dir string) error {
 			Logger:        slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		},
 	}
-	root := m.newNode(m.tree.root)
+	root := m.newNode(m.tree.root())
 	server, err := gofs.Mount(dir, root, opts)
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", dir, err)
@@ -248,7 +241,7 @@ func (m *Mount) StatsFor(c Caller) MountStats {
 // Stats returns the mount's figures.
 func (m *Mount) Stats() MountStats {
 	return MountStats{
-		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.files,
+		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.fileCount(),
 		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(), Lookups: m.lookups.Load(),
 		FastPath:    string(m.FastPathMode()),
 		SourceStats: m.src.Stats(),

@@ -8,6 +8,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
 	"github.com/dsmount/dsmount/readahead"
 )
@@ -17,7 +18,7 @@ import (
 type node struct {
 	gofs.Inode
 	m *Mount
-	e *entry
+	e entry
 	// id is the cache's name for the file's object (files of a mount with
 	// readahead only), computed once per inode.
 	id cache.ObjectID
@@ -28,15 +29,16 @@ type node struct {
 }
 
 // newNode makes the inode data for e.
-func (m *Mount) newNode(e *entry) *node {
+func (m *Mount) newNode(e entry) *node {
 	n := &node{m: m, e: e}
 	if !e.isDir() {
+		obj := m.tree.obj(e)
 		if m.ra != nil {
 			// Hashed once per inode, only where reads are reported.
-			n.id = m.src.ObjectID(e.obj)
+			n.id = m.src.ObjectID(obj)
 		}
-		if e.obj.Size > m.cache.ChunkSize() {
-			obj, src := e.obj, m.src
+		if obj.Size > m.cache.ChunkSize() {
+			src := m.src
 			n.seq = readahead.NewSequential(obj.Size, m.cache.ChunkSize(), m.streams, func(idx int, arrived func(int), ended func()) {
 				src.PrefetchWatched(obj, idx, arrived, ended)
 			})
@@ -66,24 +68,33 @@ var (
 	_ gofs.NodeOpendirHandler = (*node)(nil)
 )
 
-func (n *node) fillAttr(out *fuse.Attr) {
-	e := n.e
-	out.Ino = e.ino
-	out.Uid, out.Gid = n.m.uid, n.m.gid
+// obj is the node's object (files only).
+func (n *node) obj() backend.Object { return n.m.tree.obj(n.e) }
+
+func (n *node) fillAttr(out *fuse.Attr) { n.m.fillAttr(n.e, out) }
+
+// fillAttr fills in the attributes of e.
+func (m *Mount) fillAttr(e entry, out *fuse.Attr) {
+	t := m.tree
+	out.Ino = t.ino(e)
+	out.Uid, out.Gid = m.uid, m.gid
 	if e.isDir() {
 		out.Mode = fuse.S_IFDIR | 0o555
 		out.Nlink = 2
-		out.SetTimes(nil, &e.dir.mtime, &e.dir.mtime)
+		out.SetTimes(nil, &t.mtime, &t.mtime)
 		return
 	}
+	obj := t.obj(e)
 	out.Mode = fuse.S_IFREG | 0o444
 	out.Nlink = 1
-	out.Size = uint64(e.obj.Size)
+	out.Size = uint64(obj.Size)
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 1 << 20
-	mt := e.obj.ModTime
+	mt := obj.ModTime
 	out.SetTimes(nil, &mt, &mt)
 }
+
+func (n *node) isRoot() bool { return n.e.isDir() && n.e.idx == 0 }
 
 func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	n.fillAttr(&out.Attr)
@@ -104,14 +115,14 @@ func (n *node) child(ctx context.Context, name string, out *fuse.EntryOut) (*gof
 	if !n.e.isDir() {
 		return nil, syscall.ENOTDIR
 	}
-	if name == ControlName && n.e.ino == rootIno {
+	if name == ControlName && n.isRoot() {
 		ctl := &controlNode{m: n.m, ino: controlIno}
 		out.Mode = fuse.S_IFREG | 0o600
 		out.Ino = controlIno
 		out.Uid, out.Gid = n.m.uid, n.m.gid
 		return n.NewInode(ctx, ctl, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: controlIno}), 0
 	}
-	c, ok := n.e.dir.children[name]
+	c, ok := n.m.tree.child(n.e, name)
 	if !ok {
 		return nil, syscall.ENOENT
 	}
@@ -130,14 +141,14 @@ func (n *node) child(ctx context.Context, name string, out *fuse.EntryOut) (*gof
 		mode = fuse.S_IFDIR
 	}
 	// NewInode returns the existing inode when this Ino is already known.
-	return n.NewInode(ctx, child, gofs.StableAttr{Mode: mode, Ino: c.ino}), 0
+	return n.NewInode(ctx, child, gofs.StableAttr{Mode: mode, Ino: n.m.tree.ino(c)}), 0
 }
 
 func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	if !n.e.isDir() {
 		return nil, syscall.ENOTDIR
 	}
-	return gofs.NewListDirStream(n.e.dir.listing()), 0
+	return gofs.NewListDirStream(n.m.tree.listing(n.e)), 0
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -164,7 +175,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 	if !n.e.isDir() {
 		return nil, 0, syscall.ENOTDIR
 	}
-	return &dirHandle{n: n, entries: n.e.dir.listing()}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	return &dirHandle{n: n, entries: n.m.tree.listing(n.e)}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Write refuses writes that reach a handle-less node (no-open mounts get no
@@ -177,8 +188,9 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 	if n.e.isDir() {
 		return nil, syscall.EISDIR
 	}
+	obj := n.obj()
 	if ra := n.m.ra; ra != nil {
-		if done := ra.Observe(n.e.obj, n.id, callerPID(ctx), callerUID(ctx)); done != nil {
+		if done := ra.Observe(obj, n.id, callerPID(ctx), callerUID(ctx)); done != nil {
 			defer done()
 		}
 	}
@@ -188,9 +200,9 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 			read = n.m.src.ReadAtStream
 		}
 	}
-	got, err := read(ctx, n.e.obj, dest, off)
+	got, err := read(ctx, obj, dest, off)
 	if errno := toErrno(err); errno != 0 {
-		n.m.readFailed(n.e.obj.Key, off, err)
+		n.m.readFailed(obj.Key, off, err)
 		return nil, errno
 	}
 	n.m.reads.Add(1)
@@ -208,7 +220,7 @@ func (n *node) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.
 // ".dsmount-control.<unique>" entry at the root (see ControlName); any
 // other creation fails with EROFS.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	if n.e.ino == rootIno && strings.HasPrefix(name, ControlName+".") {
+	if n.isRoot() && strings.HasPrefix(name, ControlName+".") {
 		return n.m.controlSession(ctx, n, out)
 	}
 	return nil, nil, 0, syscall.EROFS

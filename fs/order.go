@@ -97,14 +97,15 @@ func (m *Mount) orderItems(paths []string, res *OrderResult) []readahead.Item {
 		}
 	}
 	for _, p := range paths {
-		e := m.tree.lookup(p)
+		e, ok := m.tree.lookup(p)
 		switch {
-		case e == nil:
+		case !ok:
 			skip(p, "not found")
 		case e.isDir():
 			skip(p, "is a directory")
 		default:
-			items = append(items, readahead.Item{Obj: e.obj, ID: m.src.ObjectID(e.obj)})
+			obj := m.tree.obj(e)
+			items = append(items, readahead.Item{Obj: obj, ID: m.src.ObjectID(obj)})
 		}
 	}
 	return items

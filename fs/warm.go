@@ -3,8 +3,6 @@ package fs
 import (
 	"context"
 	"errors"
-	"path"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,47 +57,28 @@ const (
 // resolve expands request paths (files or directories, relative to the
 // root) into files, in the order given, each once. Directories expand in
 // name order.
-func (m *Mount) resolve(paths []string) (files []*entry, notFound []string) {
-	seen := make(map[uint64]bool)
-	var add func(e *entry)
-	add = func(e *entry) {
+func (m *Mount) resolve(paths []string) (files []entry, notFound []string) {
+	t := m.tree
+	seen := make([]uint64, (t.fileCount()+63)/64) // a bit per file: a warm may name a million
+	var add func(e entry)
+	add = func(e entry) {
 		if e.isDir() {
-			for _, d := range e.dir.listing() {
-				add(e.dir.children[d.Name])
-			}
+			t.each(e, func(_ string, c entry) { add(c) })
 			return
 		}
-		if !seen[e.ino] {
-			seen[e.ino] = true
+		if seen[e.idx/64]&(1<<(e.idx%64)) == 0 {
+			seen[e.idx/64] |= 1 << (e.idx % 64)
 			files = append(files, e)
 		}
 	}
 	for _, p := range paths {
-		if e := m.tree.lookup(p); e != nil {
+		if e, ok := t.lookup(p); ok {
 			add(e)
 		} else {
 			notFound = append(notFound, p)
 		}
 	}
 	return files, notFound
-}
-
-// lookup finds the entry at a '/'-separated path relative to the root.
-func (t *tree) lookup(p string) *entry {
-	p = strings.Trim(path.Clean("/"+p), "/")
-	e := t.root
-	if p == "" {
-		return e
-	}
-	for _, name := range strings.Split(p, "/") {
-		if !e.isDir() {
-			return nil
-		}
-		if e = e.dir.children[name]; e == nil {
-			return nil
-		}
-	}
-	return e
 }
 
 // warm fetches the chunks of the requested files into the cache, in the
@@ -114,15 +93,16 @@ func (m *Mount) warm(ctx context.Context, req Request, c Caller, emit func(Event
 	}
 	cached := make([]int64, len(files))
 	for i, f := range files {
-		n, err := m.src.CachedBytes(f.obj)
+		obj := m.tree.obj(f)
+		n, err := m.src.CachedBytes(obj)
 		if err != nil {
 			emit(Event{Type: "error", Error: err.Error()})
 			return
 		}
 		cached[i] = n
-		plan.Bytes += f.obj.Size
+		plan.Bytes += obj.Size
 		plan.BytesCached += n
-		if n == f.obj.Size {
+		if n == obj.Size {
 			plan.FilesCached++
 		}
 	}
@@ -205,7 +185,7 @@ func (w *warmRun) fail(err error) {
 	}
 }
 
-func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Event)) {
+func (w *warmRun) run(ctx context.Context, files []entry, par int, emit func(Event)) {
 	stopProgress := make(chan struct{})
 	var progress sync.WaitGroup
 	progress.Add(1)
@@ -236,7 +216,8 @@ func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Ev
 	var fetches sync.WaitGroup
 	defer fetches.Wait()
 	for _, f := range files {
-		n := src.NumChunks(f.obj)
+		obj := w.m.tree.obj(f)
+		n := src.NumChunks(obj)
 		if n == 0 {
 			w.filesDone.Add(1)
 			continue
@@ -249,8 +230,8 @@ func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Ev
 			}
 		}
 		for idx := range n {
-			size := src.ChunkLen(f.obj, idx)
-			if src.ChunkCached(f.obj, idx) {
+			size := src.ChunkLen(obj, idx)
+			if src.ChunkCached(obj, idx) {
 				w.already.Add(1)
 				w.bytesDone.Add(size)
 				chunkDone()
@@ -292,7 +273,7 @@ func (w *warmRun) run(ctx context.Context, files []*entry, par int, emit func(Ev
 				defer func() { fetched(); <-outstanding }()
 				w.warmChunk(ctx, obj, idx, fetched)
 				chunkDone()
-			}(f.obj, idx)
+			}(obj, idx)
 		}
 	}
 }

@@ -171,7 +171,7 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 		src.Close()
 		b.Close()
 	}
-	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Objects: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams})
+	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams})
 	reportSkipped(d.log, m.Skipped())
 	if err := m.Serve(req.Mountpoint); err != nil {
 		release()
