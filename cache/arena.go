@@ -144,8 +144,11 @@ func (a *arena) populator() {
 func (a *arena) nextPopulate() (from, to int, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Nothing before the first buffer: a daemon that only serves hot
+	// files (or is only mounted, listed and declared to) never needs
+	// the arena, and populating ahead would hold 64 MiB of its memory.
 	target := min(a.used+populateAhead, a.size)
-	if a.mem == nil || a.populated >= target {
+	if a.mem == nil || a.used == 0 || a.populated >= target {
 		return 0, 0, false
 	}
 	return a.populated, min(a.populated+populateStep, target), true

@@ -164,6 +164,13 @@ func (m *Mount) Serve(dir string) error {
 			// Replies are built from byte slices; splicing them costs a pipe
 			// per reply and made no difference (shared/notes).
 			DisableSplice: true,
+			// READDIRPLUS only where it pays: the first batch of a
+			// directory's entries, and after the kernel saw its entries
+			// stat'ed (ls -l). Always-plus makes the kernel, and so
+			// go-fuse, keep an inode per entry listed: a find over
+			// 100,000 files took the daemon from 35 to 108 MB and 3.9x
+			// the time of a local find.
+			ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
 			Logger:        slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -173,6 +174,10 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 	}
 	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams})
 	reportSkipped(d.log, m.Skipped())
+	// Listing a million keys leaves as much garbage as the tree holds
+	// (the store's answers, decoded); give it back to the system now
+	// rather than when the scavenger gets to it.
+	debug.FreeOSMemory()
 	if err := m.Serve(req.Mountpoint); err != nil {
 		release()
 		return nil, err
