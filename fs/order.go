@@ -76,7 +76,7 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 	} else if req.Anonymous {
 		pid = 0
 	}
-	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, PID: max(pid, 0),
+	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, Objects: m.tree, PID: max(pid, 0),
 		Owner: c.UID, Override: c.Privileged})
 	if err != nil {
 		fail(fmt.Errorf("order: job %q: %w", req.Job, err))
@@ -104,8 +104,7 @@ func (m *Mount) orderItems(paths []string, res *OrderResult) []readahead.Item {
 		case e.isDir():
 			skip(p, "is a directory")
 		default:
-			obj := m.tree.obj(e)
-			items = append(items, readahead.Item{Obj: obj, ID: m.src.ObjectID(obj)})
+			items = append(items, readahead.Item{Ref: e.idx, ID: m.src.ObjectID(m.tree.obj(e))})
 		}
 	}
 	return items

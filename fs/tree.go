@@ -74,6 +74,10 @@ func (t *tree) ino(e entry) uint64 {
 // obj is the object of file e.
 func (t *tree) obj(e entry) backend.Object { return t.l.At(int(t.files[e.idx])) }
 
+// Object is file ref's object: the tree is the readahead.Objects of the
+// mount's declared orders, whose items name files by index.
+func (t *tree) Object(ref uint32) backend.Object { return t.obj(entry{idx: ref}) }
+
 // size is the size of file e.
 func (t *tree) size(e entry) int64 { return t.l.Size(int(t.files[e.idx])) }
 

@@ -17,8 +17,8 @@ func TestAnonymousJobsReadFilesInPieces(t *testing.T) {
 	reg, m, items := newTestMount(t, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	read := func(it Item) {
-		m.Observe(it.Obj, it.ID, 0, 0)
-		m.Observe(it.Obj, it.ID, 0, 0) // the file's second piece
+		m.Observe(m.objs[it.Ref], it.ID, 0, 0)
+		m.Observe(m.objs[it.Ref], it.ID, 0, 0) // the file's second piece
 	}
 	for epoch := range 3 {
 		orders := make([][]Item, jobs)

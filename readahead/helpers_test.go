@@ -4,14 +4,25 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/memory"
 	"github.com/dsmount/dsmount/cache"
 )
 
+// objList resolves an item's Ref as an index into it.
+type objList []backend.Object
+
+func (l objList) Object(ref uint32) backend.Object { return l[ref] }
+
+// sized resolves every Ref to an object of that many bytes.
+type sized int64
+
+func (s sized) Object(uint32) backend.Object { return backend.Object{Size: int64(s)} }
+
 // newTestMount returns a Registry with no prefetch, its mount "m" over n
 // one-byte objects in memory (cached in a fresh cache dir), and the
 // objects as items, in key order. Both are closed when the test ends.
-func newTestMount(t *testing.T, n int) (*Registry, *Mount, []Item) {
+func newTestMount(t *testing.T, n int) (*Registry, *testMount, []Item) {
 	t.Helper()
 	mem := memory.New()
 	reg := New(Config{NoPrefetch: true})
@@ -23,9 +34,22 @@ func newTestMount(t *testing.T, n int) (*Registry, *Mount, []Item) {
 	t.Cleanup(func() { c.Close() })
 	src := c.Source(mem)
 	items := make([]Item, n)
+	objs := make(objList, n)
 	for i := range items {
 		obj := mem.Put(fmt.Sprintf("f%06d", i), []byte{byte(i)})
-		items[i] = Item{Obj: obj, ID: src.ObjectID(obj)}
+		items[i] = Item{Ref: uint32(i), ID: src.ObjectID(obj)}
+		objs[i] = obj
 	}
-	return reg, reg.Mount("m", src), items
+	return reg, &testMount{reg.Mount("m", src), objs}, items
+}
+
+// testMount declares with its objects.
+type testMount struct {
+	*Mount
+	objs objList
+}
+
+func (m *testMount) Declare(d Declaration) (Declared, error) {
+	d.Objects = m.objs
+	return m.Mount.Declare(d)
 }

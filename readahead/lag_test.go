@@ -15,10 +15,9 @@ func TestLateReadStillCounts(t *testing.T) {
 	items := make([]Item, 2000)
 	for i := range items {
 		items[i].ID = cache.ObjectID{byte(i), byte(i >> 8)}
-		items[i].Obj.Size = 1
 	}
 	j := &job{}
-	j.start(newOrder(0, items), time.Unix(1000, 0))
+	j.start(newOrder(0, items, sized(1)), time.Unix(1000, 0))
 	passed := func(j *job, it Item) uint8 { return lateFetched | 5 }
 	for p := 1; p <= spreadEvidence+200; p++ { // position 0 left to a slow reader
 		j.markRead(p, passed, nil)

@@ -16,7 +16,7 @@ import (
 // process counts reads by its owner alone, unless its declarer overrides.
 func TestJobsBelongToTheirDeclarer(t *testing.T) {
 	_, m, items := newTestMount(t, 2)
-	a, b := items[0].Obj, items[1].Obj
+	a, b := m.objs[items[0].Ref], m.objs[items[1].Ref]
 	declare := func(job string, owner uint32, override bool) error {
 		_, err := m.Declare(Declaration{Job: job, Current: items, Owner: owner, Override: override})
 		return err
@@ -106,7 +106,7 @@ func TestAnonymousReadsCountForOneJob(t *testing.T) {
 	// order; job 1 reads nothing.
 	for i := 0; i < n/2; i += 4 {
 		for _, k := range []int{i + 2, i, i + 3, i + 1} {
-			m.Observe(orders[0][k].Obj, orders[0][k].ID, 0, 0)
+			m.Observe(m.objs[orders[0][k].Ref], orders[0][k].ID, 0, 0)
 		}
 	}
 	byName := map[string]JobStats{}

@@ -60,13 +60,12 @@ func TestNeedsCountEvenWhenThePageCacheMayServeThem(t *testing.T) {
 	items := make([]Item, 100)
 	for i := range items {
 		items[i].ID = cache.ObjectID{byte(i)}
-		items[i].Obj.Size = 1
 	}
 	now := time.Unix(2000, 0)
 	var pc pageCacheModel
 	j := &job{}
-	j.start(newOrder(0, items), now.Add(-time.Minute))
-	j.next = newOrder(1, []Item{items[7], items[5]})
+	j.start(newOrder(0, items, sized(1)), now.Add(-time.Minute))
+	j.next = newOrder(1, []Item{items[7], items[5]}, sized(1))
 	for p := range 11 {
 		pc.servedNow(items[p].ID, now, j.epochStart)
 		j.markRead(p, nil, nil)

@@ -63,7 +63,7 @@ func (sim epochSim) run(t *testing.T) [][]float64 {
 	itemsOf := func(perm []int) []Item {
 		out := make([]Item, len(perm))
 		for k, i := range perm {
-			out[k] = Item{Obj: objs[i], ID: ids[i]}
+			out[k] = Item{Ref: uint32(i), ID: ids[i]}
 		}
 		return out
 	}
@@ -71,7 +71,7 @@ func (sim epochSim) run(t *testing.T) [][]float64 {
 	buf := make([]byte, size)
 	for e := range sim.epochs {
 		for j, m := range mounts {
-			if _, err := m.Declare(Declaration{Job: "job", Epoch: e, Current: itemsOf(orders[j][e]), Next: itemsOf(orders[j][e+1])}); err != nil {
+			if _, err := m.Declare(Declaration{Job: "job", Epoch: e, Current: itemsOf(orders[j][e]), Next: itemsOf(orders[j][e+1]), Objects: objList(objs)}); err != nil {
 				t.Fatal(err)
 			}
 		}

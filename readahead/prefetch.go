@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
 )
 
@@ -190,8 +191,9 @@ func (r *Registry) maxSpan(j *job) int {
 
 // prefetchJob is one item chosen to fetch ahead.
 type prefetchJob struct {
-	j  *job
-	it Item
+	j   *job
+	it  Item
+	obj backend.Object
 }
 
 // fill issues prefetches for every job's window, nearest items first
@@ -233,7 +235,7 @@ func (r *Registry) fill() (active bool) {
 			if p < len(j.read) && j.read[p] {
 				continue
 			}
-			it, ok := j.itemAt(p)
+			it, obj, ok := j.itemAt(p)
 			if !ok {
 				break
 			}
@@ -257,7 +259,7 @@ func (r *Registry) fill() (active bool) {
 				}
 			}
 			r.pf.inflight[it.ID] = true
-			picks = append(picks, prefetchJob{j, it})
+			picks = append(picks, prefetchJob{j, it, obj})
 			free--
 		}
 	}
@@ -266,7 +268,7 @@ func (r *Registry) fill() (active bool) {
 	// index): never under r.mu, which every read needs.
 	var cached []cache.ObjectID
 	for _, pj := range picks {
-		if pj.j.mount.src.Cached(pj.it.Obj) {
+		if pj.j.mount.src.Cached(pj.obj) {
 			cached = append(cached, pj.it.ID)
 			continue
 		}
@@ -319,13 +321,13 @@ func (r *Registry) prefetch(pj prefetchJob) {
 	}
 	defer free()
 	var err error
-	n := src.NumChunks(pj.it.Obj)
+	n := src.NumChunks(pj.obj)
 	for idx := 0; idx < n && err == nil; idx++ {
 		var fetched func()
 		if idx == n-1 {
 			fetched = free
 		}
-		err = src.Fetch(r.ctx, pj.it.Obj, idx, cache.Background, fetched)
+		err = src.Fetch(r.ctx, pj.obj, idx, cache.Background, fetched)
 	}
 	if elapsed < 0 {
 		elapsed = time.Since(start).Seconds()
@@ -350,6 +352,6 @@ func (r *Registry) prefetch(pj prefetchJob) {
 			}
 		}
 	} else if !errors.Is(err, cache.ErrClosed) && r.ctx.Err() == nil {
-		r.cfg.Logger.Debug("readahead: prefetch failed", "key", pj.it.Obj.Key, "err", err)
+		r.cfg.Logger.Debug("readahead: prefetch failed", "key", pj.obj.Key, "err", err)
 	}
 }

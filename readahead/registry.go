@@ -158,6 +158,8 @@ type Declaration struct {
 	Epoch   int
 	Current []Item
 	Next    []Item
+	// Objects resolves the items' references.
+	Objects Objects
 	// PID is the declaring process, if known: reads by it and its
 	// descendants (loader workers) are attributed to this job alone.
 	PID int
@@ -211,12 +213,12 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 		j = &job{mount: m, name: d.Job, rateAt: now, owner: d.Owner}
 		r.jobs[k] = j
 	}
-	j.start(newOrder(d.Epoch, cur), now)
+	j.start(newOrder(d.Epoch, cur, d.Objects), now)
 	j.pid = d.PID
 	j.anyReader = d.Override
 	j.next = nil
 	if len(next) > 0 {
-		j.next = newOrder(d.Epoch+1, next)
+		j.next = newOrder(d.Epoch+1, next, d.Objects)
 	}
 	j.lastActive = now
 	r.mu.Unlock()

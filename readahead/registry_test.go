@@ -39,7 +39,7 @@ func TestConcurrentJobsReadAndPrefetch(t *testing.T) {
 	items := func(perm []int) []Item {
 		out := make([]Item, len(perm))
 		for k, i := range perm {
-			out[k] = Item{Obj: objs[i], ID: src.ObjectID(objs[i])}
+			out[k] = Item{Ref: uint32(i), ID: src.ObjectID(objs[i])}
 		}
 		return out
 	}
@@ -50,7 +50,7 @@ func TestConcurrentJobsReadAndPrefetch(t *testing.T) {
 		mounts[j] = m
 		rng := rand.New(rand.NewPCG(uint64(j), 7))
 		order := rng.Perm(n)
-		if _, err := m.Declare(Declaration{Job: "job", Epoch: 0, Current: items(order), Next: items(rng.Perm(n))}); err != nil {
+		if _, err := m.Declare(Declaration{Job: "job", Epoch: 0, Current: items(order), Next: items(rng.Perm(n)), Objects: objList(objs)}); err != nil {
 			t.Fatal(err)
 		}
 		var next sync.Mutex

@@ -82,10 +82,10 @@ func TestPrefetchSlowStart(t *testing.T) {
 	}()
 	items := make([]Item, n)
 	for i, o := range objs {
-		items[i] = Item{Obj: o, ID: src.ObjectID(o)}
+		items[i] = Item{Ref: uint32(i), ID: src.ObjectID(o)}
 	}
 	m := reg.Mount("m", src)
-	if _, err := m.Declare(Declaration{Job: "job", Epoch: 0, Current: items}); err != nil {
+	if _, err := m.Declare(Declaration{Job: "job", Epoch: 0, Current: items, Objects: objList(objs)}); err != nil {
 		t.Fatal(err)
 	}
 	for range rampStart {

@@ -27,7 +27,7 @@ func TestTraceCountsEvictionsTheJobNeedsSoon(t *testing.T) {
 	// The readers get far enough (reads the daemon saw) that position 1,
 	// fetched ahead and never read through the daemon, counts as passed.
 	for i := 2; i < 2+spreadEvidence+2*minLag; i++ {
-		m.Observe(items[i].Obj, items[i].ID, 0, 0)
+		m.Observe(m.objs[items[i].Ref], items[i].ID, 0, 0)
 	}
 	s := m.Jobs()[0]
 	if s.EvictedInWindow != 1 {
