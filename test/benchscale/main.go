@@ -1,0 +1,199 @@
+// Command benchscale measures dsmount at ImageNet's scale (issue 23): a
+// store of --objects objects (default 1,281,167) of --size bytes in
+// ImageNet's layout (train/nXXXXXXXX/nXXXXXXXX_J.JPEG, --dirs class
+// directories), each figure beside a reference measured in the same run
+// and the issue's target:
+//
+//	a. the store's own listing rate: a bare aws-sdk-go-v2 client listing
+//	   the bucket in sequential pages of 1000, and walking it with
+//	   delimiter "/" with --parallel workers (the reference of b);
+//	b. first mount (the listing) and the daemon's RSS after it;
+//	c. `find MNT -type f | wc -l` after dropping the kernel's caches,
+//	   against the same on a local tree of empty files; RSS after;
+//	d. `ls -l` of one class directory, first (cold) and the median of 5
+//	   repeats, against the local tree;
+//	e. declaring a shuffled order of every path: `dsmount order` and the
+//	   Python OrderedSampler (time inside Python and of the process); RSS;
+//	f. `dsmount warm` of the first --subset of the directories, then a cold
+//	   epoch over a different --subset of the files by --readers
+//	   goroutines, every byte checked; RSS and the store's GET count;
+//	g. `dsmount warm --check` of the whole tree;
+//	h. the cache index's size on disk, then a remount on the same cache
+//	   (with --warm-all, after warming every object: the start-up with
+//	   over a million chunk records).
+//
+// The store is an in-process S3 server that generates each object's bytes
+// from its key (testenv.GenS3), run as a child process of this program
+// (`benchscale serve-s3`) behind toxiproxy adding --latency ms to every
+// answer. With --isolate-backend, the server and toxiproxy run on CPU 0 and
+// everything else (this program, the daemon, the commands) on the others.
+//
+// Usage (root: FUSE and drop_caches; the toxiproxy binary test/run.sh
+// installs):
+//
+//	go run ./test/benchscale --isolate-backend --out report.md
+//
+// It prints progress lines to stderr and the markdown report to stdout
+// (and --out). A full run takes about 8 minutes here, and --warm-all about
+// 8 more (a million GETs at +20 ms, 64 at a time). DSMOUNT_BIN runs a
+// prebuilt dsmount instead of building this checkout's; --skip leaves
+// steps out (order-py-next, the second Python declaration, is the slowest
+// of e).
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+const bucket = "imagenet"
+
+type config struct {
+	objects, dirs    int
+	size             int64
+	latency, jitter  int
+	parallel         int
+	subset           float64
+	readers          int
+	isolate, warmAll bool
+	keep             bool
+	out              string
+	skip             map[string]bool
+	mountArgs        []string
+	mountTimeout     time.Duration
+	stepTimeout      time.Duration
+}
+
+// steps are the names --skip takes.
+var steps = []string{"ref-seq", "ref-par", "find", "ls", "order-cli", "order-py", "order-py-next", "warm", "epoch", "check", "remount"}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve-s3" {
+		os.Exit(serveMain(os.Args[2:]))
+	}
+	c, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchscale: %v\n", err)
+		os.Exit(2)
+	}
+	pt := testenv.NewProgramT("dsmount-benchscale")
+	en := newEnding(pt)
+	t := &benchT{ProgramT: pt, en: en}
+	e := setup(t, c, en)
+	e.run()
+	text := e.report()
+	fmt.Print(text)
+	if c.out != "" {
+		if err := os.WriteFile(c.out, []byte(text), 0o644); err != nil {
+			t.Fatalf("--out: %v", err)
+		}
+	}
+	en.exit(0)
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("benchscale", flag.ContinueOnError)
+	fs.IntVar(&c.objects, "objects", 1281167, "objects in the store")
+	fs.IntVar(&c.dirs, "dirs", 1000, "class directories the objects are spread over")
+	fs.Int64Var(&c.size, "size", 1024, "bytes per object")
+	fs.IntVar(&c.latency, "latency", 20, "ms the proxy adds to every answer")
+	fs.IntVar(&c.jitter, "jitter", 0, "± ms of jitter on --latency")
+	fs.IntVar(&c.parallel, "parallel", 32, "listing workers of the reference tree walk")
+	fs.Float64Var(&c.subset, "subset", 0.05, "fraction of the dataset warmed, and another read in the cold epoch")
+	fs.IntVar(&c.readers, "readers", 8, "reading goroutines of the cold epoch")
+	fs.BoolVar(&c.isolate, "isolate-backend", false, "the S3 server and toxiproxy on CPU 0, everything else on the other CPUs")
+	fs.BoolVar(&c.warmAll, "warm-all", false, "warm every object before the remount, so it starts with a chunk record per object")
+	fs.BoolVar(&c.keep, "keep", false, "keep the work dir (cache, local tree, lists) and say where it is")
+	fs.StringVar(&c.out, "out", "", "also write the markdown report to this file")
+	fs.DurationVar(&c.mountTimeout, "mount-timeout", 10*time.Minute, "longest wait for a mount to be ready")
+	fs.DurationVar(&c.stepTimeout, "step-timeout", 30*time.Minute, "longest a dsmount command (order, warm) may run")
+	skip := fs.String("skip", "", "comma-separated steps to leave out: "+strings.Join(steps, ", "))
+	fs.Func("mount-arg", "one more argument for every dsmount mount (repeatable)", func(v string) error {
+		c.mountArgs = append(c.mountArgs, v)
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.skip, err = parseSkip(*skip); err != nil {
+		return c, err
+	}
+	switch {
+	case c.objects < 1 || c.dirs < 1 || c.dirs > c.objects:
+		return c, fmt.Errorf("want 1 <= --dirs <= --objects, got %d and %d", c.dirs, c.objects)
+	case c.size < 0 || c.latency < 0 || c.jitter < 0:
+		return c, fmt.Errorf("--size, --latency and --jitter can't be negative")
+	case c.parallel < 1 || c.readers < 1:
+		return c, fmt.Errorf("--parallel and --readers must be positive")
+	case c.subset <= 0 || c.subset > 0.5:
+		return c, fmt.Errorf("--subset must be in (0, 0.5], got %g", c.subset)
+	}
+	return c, nil
+}
+
+// parseSkip reads --skip's list of step names.
+func parseSkip(s string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		known := false
+		for _, st := range steps {
+			known = known || st == f
+		}
+		if !known {
+			return nil, fmt.Errorf("--skip: unknown step %q (steps: %s)", f, strings.Join(steps, ", "))
+		}
+		out[f] = true
+	}
+	return out, nil
+}
+
+// serveMain is the store's process: it prints its endpoint and serves
+// until it is killed (or its parent dies: the parent sets Pdeathsig).
+func serveMain(args []string) int {
+	fs := flag.NewFlagSet("serve-s3", flag.ContinueOnError)
+	objects := fs.Int("objects", 1281167, "objects")
+	dirs := fs.Int("dirs", 1000, "class directories")
+	size := fs.Int64("size", 1024, "bytes per object")
+	name := fs.String("bucket", bucket, "the bucket")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	g, err := testenv.ServeGenS3(*name, *objects, *dirs, *size)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "serve-s3: %v\n", err)
+		return 1
+	}
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(w, g.Endpoint())
+	w.Flush()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	g.Close()
+	return 0
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,653 @@
+package testenv
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"iter"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// GenS3 is an in-process S3 endpoint (path-style, one bucket, no signature
+// checks, on 127.0.0.1 only) whose objects are generated, not stored: n
+// objects of one size in ImageNet's layout (GenS3Keys), each object's bytes
+// a function of its key (GenS3ReadAt), so a dataset of millions of objects
+// costs no disk and a reader can still check every byte. It serves
+// ListObjectsV2 (prefix, delimiter, max-keys, continuation-token,
+// start-after, encoding-type=url) by binary search over the sorted keys, so
+// a page costs O(page) whatever n is; HeadObject; GetObject with Range and
+// If-Match / If-None-Match; HeadBucket and GetBucketLocation. GET
+// /_gens3/counters (no bucket may be named so) answers the request counts
+// as JSON, for a benchmark that runs the server in another process.
+type GenS3 struct {
+	Bucket string
+	*GenS3Keys
+	size int64
+
+	srv   *http.Server
+	ln    net.Listener
+	lists atomic.Int64
+	gets  atomic.Int64
+	heads atomic.Int64
+}
+
+// GenS3Counters is what GET /_gens3/counters answers.
+type GenS3Counters struct {
+	Lists int64 `json:"lists"`
+	Gets  int64 `json:"gets"`
+	Heads int64 `json:"heads"`
+}
+
+// genS3ModTime is every object's Last-Modified: fixed, so two servers of
+// the same parameters are the same store to a cache.
+var genS3ModTime = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// StartGenS3 serves bucket with n generated objects of size bytes in dirs
+// class directories until the test ends.
+func StartGenS3(t T, bucket string, n, dirs int, size int64) *GenS3 {
+	t.Helper()
+	g, err := ServeGenS3(bucket, n, dirs, size)
+	if err != nil {
+		t.Fatalf("generated S3: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// ServeGenS3 is StartGenS3 for a program: it serves in the background
+// until Close.
+func ServeGenS3(bucket string, n, dirs int, size int64) (*GenS3, error) {
+	g, err := NewGenS3(bucket, n, dirs, size)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("generated S3: %w", err)
+	}
+	g.ln = ln
+	// No ServeMux: it would clean the paths of odd keys.
+	g.srv = &http.Server{Handler: g, ReadHeaderTimeout: time.Minute}
+	go g.srv.Serve(ln)
+	return g, nil
+}
+
+// NewGenS3 builds the server's keys without listening: an http.Handler.
+func NewGenS3(bucket string, n, dirs int, size int64) (*GenS3, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("generated S3: negative object size %d", size)
+	}
+	keys, err := NewGenS3Keys(n, dirs)
+	if err != nil {
+		return nil, err
+	}
+	return &GenS3{Bucket: bucket, GenS3Keys: keys, size: size}, nil
+}
+
+// Close stops serving.
+func (g *GenS3) Close() error {
+	if g.srv == nil {
+		return nil
+	}
+	return g.srv.Close()
+}
+
+// Endpoint is the URL to give an S3 client (path-style).
+func (g *GenS3) Endpoint() string { return "http://" + g.ln.Addr().String() }
+
+// Size is every object's size.
+func (g *GenS3) Size() int64 { return g.size }
+
+// Keys is the sorted key table.
+func (g *GenS3) Keys() *GenS3Keys { return g.GenS3Keys }
+
+// ListCount, GetCount and HeadCount are how many ListObjectsV2, GetObject
+// and HeadObject requests the server has received.
+func (g *GenS3) ListCount() int64 { return g.lists.Load() }
+func (g *GenS3) GetCount() int64  { return g.gets.Load() }
+func (g *GenS3) HeadCount() int64 { return g.heads.Load() }
+
+// Counters are the three counts together.
+func (g *GenS3) Counters() GenS3Counters {
+	return GenS3Counters{Lists: g.ListCount(), Gets: g.GetCount(), Heads: g.HeadCount()}
+}
+
+// Env returns an environment for a dsmount reading from this server (any
+// credentials are accepted).
+func (g *GenS3) Env(extra ...string) []string { return GenS3Env(extra...) }
+
+// GenS3Env is GenS3.Env for a server in another process.
+func GenS3Env(extra ...string) []string {
+	base := filterEnv(os.Environ(), "AWS_", "AWS_CA_BUNDLE")
+	base = append(base, "AWS_ACCESS_KEY_ID=fake", "AWS_SECRET_ACCESS_KEY=fake-secret",
+		"AWS_REGION="+MinIORegion, "AWS_EC2_METADATA_DISABLED=true")
+	return append(base, extra...)
+}
+
+// MountArgs are the dsmount flags that point it at this server.
+func (g *GenS3) MountArgs() []string {
+	return []string{"--s3-endpoint", g.Endpoint(), "--s3-path-style"}
+}
+
+// GenS3Keys is the sorted key table of a generated dataset: n keys
+// train/nSSSSSSSS/nSSSSSSSS_J.JPEG over dirs class directories, the first
+// n%dirs classes holding one more than the others. The keys live in one
+// byte slice, so 1.28 million of them cost about 50 MB and nothing for the
+// garbage collector to scan.
+type GenS3Keys struct {
+	names []byte   // the keys, concatenated in sorted order
+	offs  []uint32 // key i is names[offs[i]:offs[i+1]]
+	dirLo []int    // class c's keys are [dirLo[c], dirLo[c+1])
+}
+
+// genS3Synset is class c's directory number: ImageNet's first synset, then
+// a fixed stride, so the names sort in class order and stay 8 digits.
+func genS3Synset(c int) int { return 1440764 + 97*c }
+
+// NewGenS3Keys builds the key table.
+func NewGenS3Keys(n, dirs int) (*GenS3Keys, error) {
+	if n < 0 || dirs < 1 || dirs > 1_000_000 {
+		return nil, fmt.Errorf("generated S3: want objects >= 0 and 1 <= dirs <= 1000000, got %d and %d", n, dirs)
+	}
+	k := &GenS3Keys{offs: make([]uint32, 0, n+1), dirLo: make([]int, dirs+1)}
+	k.names = make([]byte, 0, n*37)
+	k.offs = append(k.offs, 0)
+	// Within a class the keys differ only in the file number followed by
+	// ".JPEG", and '.' sorts before the digits: sorted keys are the file
+	// numbers in the order of their decimal strings.
+	orders := map[int][]int{}
+	for c := 0; c < dirs; c++ {
+		m := n / dirs
+		if c < n%dirs {
+			m++
+		}
+		order, ok := orders[m]
+		if !ok {
+			order = make([]int, m)
+			for j := range order {
+				order[j] = j
+			}
+			slices.SortFunc(order, func(a, b int) int { return strings.Compare(strconv.Itoa(a), strconv.Itoa(b)) })
+			orders[m] = order
+		}
+		k.dirLo[c] = len(k.offs) - 1
+		syn := genS3Synset(c)
+		for _, j := range order {
+			k.names = fmt.Appendf(k.names, "train/n%08d/n%08d_%d.JPEG", syn, syn, j)
+			if len(k.names) > 1<<32-1 {
+				return nil, fmt.Errorf("generated S3: %d keys do not fit in 4 GiB", n)
+			}
+			k.offs = append(k.offs, uint32(len(k.names)))
+		}
+	}
+	k.dirLo[dirs] = n
+	return k, nil
+}
+
+// Len is the number of keys.
+func (k *GenS3Keys) Len() int { return len(k.offs) - 1 }
+
+// Key is the i-th key in sorted order.
+func (k *GenS3Keys) Key(i int) string { return string(k.key(i)) }
+
+func (k *GenS3Keys) key(i int) []byte { return k.names[k.offs[i]:k.offs[i+1]] }
+
+// All yields the keys in sorted order with their indices.
+func (k *GenS3Keys) All() iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		for i := 0; i < k.Len(); i++ {
+			if !yield(i, k.Key(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Dirs is the number of class directories.
+func (k *GenS3Keys) Dirs() int { return len(k.dirLo) - 1 }
+
+// DirPrefix is class c's directory, "train/nSSSSSSSS/".
+func (k *GenS3Keys) DirPrefix(c int) string {
+	return fmt.Sprintf("train/n%08d/", genS3Synset(c))
+}
+
+// DirRange is the range of indices of class c's keys.
+func (k *GenS3Keys) DirRange(c int) (lo, hi int) { return k.dirLo[c], k.dirLo[c+1] }
+
+// Find is the index of key, if it is one.
+func (k *GenS3Keys) Find(key string) (int, bool) {
+	i := k.lower(key)
+	return i, i < k.Len() && string(k.key(i)) == key
+}
+
+// lower is the first index whose key is >= s; upper the first > s.
+func (k *GenS3Keys) lower(s string) int {
+	return sort.Search(k.Len(), func(i int) bool { return string(k.key(i)) >= s })
+}
+
+func (k *GenS3Keys) upper(s string) int {
+	return sort.Search(k.Len(), func(i int) bool { return string(k.key(i)) > s })
+}
+
+// pastPrefix is the first index from lo on whose key does not start with
+// p; the keys that do are contiguous, so it is a binary search too.
+func (k *GenS3Keys) pastPrefix(lo int, p string) int {
+	lo = max(lo, k.lower(p))
+	bp := []byte(p)
+	return lo + sort.Search(k.Len()-lo, func(i int) bool { return !bytes.HasPrefix(k.key(lo+i), bp) })
+}
+
+// GenS3ReadAt fills p with the bytes of key's object from offset off on:
+// word w of an object is a mix of its key's hash and w, so any range is
+// computed directly. The object's size only bounds what a server sends.
+func GenS3ReadAt(key string, p []byte, off int64) {
+	seed := fnv64a(key, 0)
+	for len(p) > 0 {
+		w := uint64(off) / 8
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], mix64(seed+w*0x9e3779b97f4a7c15))
+		n := copy(p, b[off%8:])
+		p, off = p[n:], off+int64(n)
+	}
+}
+
+// GenS3Bytes is key's whole object of size bytes.
+func GenS3Bytes(key string, size int64) []byte {
+	p := make([]byte, size)
+	GenS3ReadAt(key, p, 0)
+	return p
+}
+
+// GenS3ETag is key's ETag as the server sends it (quoted, 32 hex digits).
+func GenS3ETag(key string, size int64) string {
+	b := genS3ETag([]byte(key), size)
+	return `"` + hex.EncodeToString(b[:]) + `"`
+}
+
+func genS3ETag(key []byte, size int64) (b [16]byte) {
+	h := fnv64a(key, uint64(size))
+	binary.BigEndian.PutUint64(b[:8], mix64(h))
+	binary.BigEndian.PutUint64(b[8:], mix64(h^0x5bd1e9955bd1e995))
+	return b
+}
+
+// fnv64a is FNV-1a of s, then of the 8 bytes of salt.
+func fnv64a[S string | []byte](s S, salt uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	for i := 0; i < 8; i++ {
+		h = (h ^ (salt >> (8 * i) & 0xff)) * 1099511628211
+	}
+	return h
+}
+
+// mix64 is splitmix64's finaliser.
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+var genBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func (g *GenS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("x-amz-request-id", "gens3")
+	if r.URL.Path == "/_gens3/counters" && r.Method == http.MethodGet {
+		w.Header().Set("Content-Type", "application/json")
+		c := g.Counters()
+		fmt.Fprintf(w, `{"lists":%d,"gets":%d,"heads":%d}`, c.Lists, c.Gets, c.Heads)
+		return
+	}
+	p, err := url.PathUnescape(r.URL.EscapedPath())
+	if err != nil {
+		genS3Error(w, r, 400, "InvalidURI", err.Error())
+		return
+	}
+	bucket, key, hasKey := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	if bucket != g.Bucket {
+		genS3Error(w, r, 404, "NoSuchBucket", "The specified bucket does not exist")
+		return
+	}
+	switch {
+	case !hasKey || key == "" && r.Method == http.MethodGet:
+		switch {
+		case r.Method == http.MethodHead:
+			w.WriteHeader(200)
+		case r.Method != http.MethodGet:
+			genS3Error(w, r, 405, "MethodNotAllowed", r.Method)
+		case r.URL.Query().Has("location"):
+			w.Header().Set("Content-Type", "application/xml")
+			fmt.Fprintf(w, `%s<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></LocationConstraint>`, xml.Header)
+		default:
+			g.lists.Add(1)
+			g.list(w, r)
+		}
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		g.object(w, r, key)
+	default:
+		genS3Error(w, r, 405, "MethodNotAllowed", r.Method)
+	}
+}
+
+// genListQuery is a parsed ListObjectsV2 request.
+type genListQuery struct {
+	prefix, delim, startAfter, token string
+	maxKeys                          int
+	urlEnc                           bool
+	// from the continuation token: resume after marker, past every key
+	// under it when it was a common prefix.
+	marker       string
+	markerPrefix bool
+}
+
+// parseGenListQuery reads a ListObjectsV2 query string.
+func parseGenListQuery(q url.Values) (genListQuery, error) {
+	if q.Get("list-type") != "2" {
+		return genListQuery{}, errors.New("only ListObjectsV2 (list-type=2) is served")
+	}
+	lq := genListQuery{prefix: q.Get("prefix"), delim: q.Get("delimiter"), startAfter: q.Get("start-after"),
+		token: q.Get("continuation-token"), maxKeys: 1000}
+	if s := q.Get("max-keys"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return lq, fmt.Errorf("max-keys %q is not a count", s)
+		}
+		lq.maxKeys = min(n, 1000)
+	}
+	switch e := q.Get("encoding-type"); e {
+	case "":
+	case "url":
+		lq.urlEnc = true
+	default:
+		return lq, fmt.Errorf("encoding-type %q: only url", e)
+	}
+	if q.Has("continuation-token") {
+		b, err := base64.RawURLEncoding.DecodeString(lq.token)
+		if err != nil || len(b) == 0 || b[0] != 'K' && b[0] != 'P' {
+			return lq, errors.New("bad continuation token")
+		}
+		lq.marker, lq.markerPrefix = string(b[1:]), b[0] == 'P'
+	}
+	return lq, nil
+}
+
+// genListPage is one page of a listing: key indices and common prefixes,
+// in key order between them.
+type genListPage struct {
+	keys      []int
+	prefixes  []string
+	truncated bool
+	next      string // the continuation token, when truncated
+}
+
+// page answers lq in O(page · log n).
+func (k *GenS3Keys) page(lq genListQuery) genListPage {
+	var pg genListPage
+	i := 0
+	switch {
+	case lq.token != "" && lq.markerPrefix:
+		i = k.pastPrefix(0, lq.marker)
+	case lq.token != "":
+		i = k.upper(lq.marker)
+	case lq.startAfter != "":
+		i = k.upper(lq.startAfter)
+	}
+	i = max(i, k.lower(lq.prefix))
+	pre := []byte(lq.prefix)
+	pg.keys = make([]int, 0, min(lq.maxKeys, k.Len()-i))
+	last, lastCP := -1, "" // the last entry: a key's index, or a common prefix
+	for n := 0; n < lq.maxKeys && i < k.Len() && bytes.HasPrefix(k.key(i), pre); n++ {
+		key := k.key(i)
+		if lq.delim != "" {
+			if j := bytes.Index(key[len(pre):], []byte(lq.delim)); j >= 0 {
+				cp := string(key[:len(pre)+j+len(lq.delim)])
+				pg.prefixes = append(pg.prefixes, cp)
+				lastCP = cp
+				i = k.pastPrefix(i, cp)
+				continue
+			}
+		}
+		pg.keys = append(pg.keys, i)
+		last, lastCP = i, ""
+		i++
+	}
+	pg.truncated = i < k.Len() && bytes.HasPrefix(k.key(i), pre)
+	switch {
+	case !pg.truncated:
+	case lastCP != "":
+		pg.next = base64.RawURLEncoding.EncodeToString([]byte("P" + lastCP))
+	case last >= 0:
+		pg.next = base64.RawURLEncoding.EncodeToString(append([]byte("K"), k.key(last)...))
+	}
+	return pg
+}
+
+func (g *GenS3) list(w http.ResponseWriter, r *http.Request) {
+	lq, err := parseGenListQuery(r.URL.Query())
+	if err != nil {
+		genS3Error(w, r, 400, "InvalidArgument", err.Error())
+		return
+	}
+	pg := g.page(lq)
+	buf := genBufs.Get().(*bytes.Buffer)
+	defer genBufs.Put(buf)
+	buf.Reset()
+	g.writeList(buf, lq, pg)
+	h := w.Header()
+	h.Set("Content-Type", "application/xml")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Write(buf.Bytes())
+}
+
+// writeList encodes a page by hand: encoding/xml's reflection would cost
+// more than the rest of a 1000-key page together.
+func (g *GenS3) writeList(buf *bytes.Buffer, lq genListQuery, pg genListPage) {
+	enc := func(s string) string {
+		if lq.urlEnc {
+			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+		}
+		return s
+	}
+	elem := func(name, v string) {
+		buf.WriteString("<" + name + ">")
+		xmlText(buf, v)
+		buf.WriteString("</" + name + ">")
+	}
+	buf.WriteString(xml.Header)
+	buf.WriteString(`<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">`)
+	elem("Name", g.Bucket)
+	elem("Prefix", enc(lq.prefix))
+	if lq.delim != "" {
+		elem("Delimiter", enc(lq.delim))
+	}
+	elem("KeyCount", strconv.Itoa(len(pg.keys)+len(pg.prefixes)))
+	elem("MaxKeys", strconv.Itoa(lq.maxKeys))
+	if lq.urlEnc {
+		elem("EncodingType", "url")
+	}
+	elem("IsTruncated", strconv.FormatBool(pg.truncated))
+	if lq.token != "" {
+		elem("ContinuationToken", lq.token)
+	}
+	if pg.next != "" {
+		elem("NextContinuationToken", pg.next)
+	}
+	if lq.startAfter != "" {
+		elem("StartAfter", enc(lq.startAfter))
+	}
+	// The parts between a key and its ETag and after the ETag are the
+	// same for every object.
+	mid := "</Key><LastModified>" + genS3ModTime.Format("2006-01-02T15:04:05.000Z") + "</LastModified><ETag>&quot;"
+	tail := "&quot;</ETag><Size>" + strconv.FormatInt(g.size, 10) + "</Size><StorageClass>STANDARD</StorageClass></Contents>"
+	var etag [32]byte
+	for _, i := range pg.keys {
+		key := g.key(i)
+		buf.WriteString("<Contents><Key>")
+		if lq.urlEnc {
+			xmlText(buf, enc(string(key)))
+		} else {
+			xmlBytes(buf, key)
+		}
+		buf.WriteString(mid)
+		sum := genS3ETag(key, g.size)
+		hex.Encode(etag[:], sum[:])
+		buf.Write(etag[:])
+		buf.WriteString(tail)
+	}
+	for _, p := range pg.prefixes {
+		buf.WriteString("<CommonPrefixes><Prefix>")
+		xmlText(buf, enc(p))
+		buf.WriteString("</Prefix></CommonPrefixes>")
+	}
+	buf.WriteString("</ListBucketResult>")
+}
+
+// xmlText writes s escaped as XML character data; plain ASCII, the usual
+// key, is copied as it is.
+func xmlText(buf *bytes.Buffer, s string) {
+	xmlBytes(buf, []byte(s))
+}
+
+func xmlBytes(buf *bytes.Buffer, s []byte) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '<' || c == '>' || c == '&' || c == '\'' || c == '"' {
+			xml.EscapeText(buf, s)
+			return
+		}
+	}
+	buf.Write(s)
+}
+
+func (g *GenS3) object(w http.ResponseWriter, r *http.Request, key string) {
+	if r.Method == http.MethodGet {
+		g.gets.Add(1)
+	} else {
+		g.heads.Add(1)
+	}
+	if _, ok := g.Find(key); !ok {
+		genS3Error(w, r, 404, "NoSuchKey", "The specified key does not exist.")
+		return
+	}
+	etag := GenS3ETag(key, g.size)
+	if im := r.Header.Get("If-Match"); im != "" && im != "*" && strings.Trim(im, `"`) != strings.Trim(etag, `"`) {
+		genS3Error(w, r, 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+		return
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == "*" || strings.Trim(inm, `"`) == strings.Trim(etag, `"`)) {
+		w.WriteHeader(304)
+		return
+	}
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Last-Modified", genS3ModTime.Format(http.TimeFormat))
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("Content-Type", "application/octet-stream")
+	start, end, status := int64(0), g.size-1, 200
+	if rg := r.Header.Get("Range"); rg != "" {
+		s, e, ok := parseGenRange(rg, g.size)
+		if !ok {
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", g.size))
+			genS3Error(w, r, 416, "InvalidRange", "The requested range is not satisfiable")
+			return
+		}
+		start, end, status = s, e, 206
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, g.size))
+	}
+	n := max(end-start+1, 0)
+	h.Set("Content-Length", strconv.FormatInt(n, 10))
+	w.WriteHeader(status)
+	if r.Method != http.MethodGet {
+		return
+	}
+	buf := genBufs.Get().(*bytes.Buffer)
+	defer genBufs.Put(buf)
+	for off := start; off < start+n; {
+		m := min(start+n-off, 64<<10)
+		buf.Reset()
+		buf.Grow(int(m))
+		p := buf.AvailableBuffer()[:m]
+		GenS3ReadAt(key, p, off)
+		if _, err := w.Write(p); err != nil {
+			return
+		}
+		off += m
+	}
+}
+
+// genS3Error answers an S3 error document (none to a HEAD).
+func genS3Error(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		buf := genBufs.Get().(*bytes.Buffer)
+		defer genBufs.Put(buf)
+		buf.Reset()
+		buf.WriteString(xml.Header + "<Error><Code>")
+		xmlText(buf, code)
+		buf.WriteString("</Code><Message>")
+		xmlText(buf, msg)
+		buf.WriteString("</Message></Error>")
+		w.Write(buf.Bytes())
+	}
+}
+
+// parseGenRange reads a Range header of one range, "bytes=a-b",
+// "bytes=a-" or "bytes=-n", against an object of size bytes; ok is false
+// when it is malformed or not satisfiable.
+func parseGenRange(s string, size int64) (start, end int64, ok bool) {
+	spec, found := strings.CutPrefix(s, "bytes=")
+	if !found {
+		return 0, 0, false
+	}
+	a, b, found := strings.Cut(spec, "-")
+	if !found || !allDigits(b) || a != "" && !allDigits(a) {
+		return 0, 0, false
+	}
+	if a == "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 || size == 0 {
+			return 0, 0, false
+		}
+		return max(0, size-n), size - 1, true
+	}
+	start, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || start >= size {
+		return 0, 0, false
+	}
+	end = size - 1
+	if b != "" {
+		e, err := strconv.ParseInt(b, 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) || e < start {
+			return 0, 0, false
+		}
+		if err == nil {
+			end = min(e, size-1)
+		}
+	}
+	return start, end, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
