@@ -1,9 +1,9 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
@@ -20,7 +20,8 @@ import (
 //
 // Protocol: create (O_CREAT|O_EXCL, read-write) a new entry named
 // ControlName + "." + anything unique at the mount's root, write one JSON
-// Request terminated by '\n' (in as many writes as needed), then read JSON
+// Request terminated by '\n' and the payload it announces, if any (in as
+// many writes as needed; see requestBuf), then read JSON
 // Event lines until EOF. Closing the file cancels the request. The entry
 // exists only while open and is never listed. (Creation, not an open of
 // ControlName itself, because a no-open mount gets no OPEN to start a
@@ -45,6 +46,10 @@ type Request struct {
 	Anonymous bool `json:"anonymous,omitempty"`
 	Parallel  int  `json:"parallel,omitempty"` // warm: chunk fetches in flight
 	Check     bool `json:"check,omitempty"`    // warm: report the cached fraction, fetch nothing
+	// PathsBytes and NextBytes (order) announce Paths and Next as a
+	// payload after the request line instead: see requestBuf.
+	PathsBytes int `json:"paths_bytes,omitempty"`
+	NextBytes  int `json:"next_bytes,omitempty"`
 }
 
 // Event is one line of a control response.
@@ -120,7 +125,7 @@ func (m *Mount) newControlHandle(ctx context.Context) (*controlHandle, syscall.E
 	if errno := m.openSession(c); errno != 0 {
 		return nil, errno
 	}
-	return &controlHandle{m: m, caller: c, notify: make(chan struct{})}, 0
+	return &controlHandle{m: m, caller: c, notify: make(chan struct{}), req: requestBuf{limit: c.maxRequest()}}, 0
 }
 
 // controlHandle is one client session: a request being written, then the
@@ -131,7 +136,7 @@ type controlHandle struct {
 	caller Caller // who opened the session; PID: who wrote the request
 
 	mu      sync.Mutex
-	req     []byte
+	req     requestBuf
 	started bool
 	out     []byte        // response bytes not read yet
 	done    bool          // the request finished; out is all there will be
@@ -152,18 +157,17 @@ func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint
 	if h.started {
 		return 0, syscall.EBUSY
 	}
-	if len(h.req)+len(data) > h.caller.maxRequest() {
+	if len(h.req.buf)+len(data) > h.caller.maxRequest() {
 		// Refused whole: nothing more is kept, and the session is over.
-		h.req = nil
+		h.req = requestBuf{limit: h.req.limit}
 		h.started, h.done = true, true
 		h.wake()
 		return 0, syscall.EFBIG
 	}
-	h.req = append(h.req, data...)
-	if pid := callerPID(ctx); pid != 0 && len(h.req) == len(data) {
+	if pid := callerPID(ctx); pid != 0 && len(h.req.buf) == 0 {
 		h.caller.PID = pid
 	}
-	if bytes.HasSuffix(h.req, []byte{'\n'}) {
+	if h.req.add(data) {
 		h.start()
 	}
 	return uint32(len(data)), 0
@@ -174,20 +178,32 @@ func (h *controlHandle) start() {
 	h.started = true
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	var req Request
-	err := json.Unmarshal(h.req, &req)
-	h.req = nil
+	req, err := h.req.request()
+	large := len(h.req.buf) >= largeRequestBytes
+	h.req = requestBuf{}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		defer h.finish()
 		if err != nil {
-			h.emit(Event{Type: "error", Error: "malformed control request: " + err.Error()})
+			h.emit(Event{Type: "error", Error: err.Error()})
 			return
 		}
 		h.m.handle(ctx, req, h.caller, h.emit)
+		if large {
+			// A request of a million paths leaves its bytes and what
+			// was made of them as garbage about the size of what it
+			// declared: back to the system now, not when the
+			// scavenger gets to it (the daemon's RSS is the node's).
+			req = Request{}
+			debug.FreeOSMemory()
+		}
 	}()
 }
+
+// largeRequestBytes is the size of a request whose garbage is returned to
+// the system at once (about 250,000 paths).
+const largeRequestBytes = 10 << 20
 
 func (h *controlHandle) emit(ev Event) {
 	line, err := json.Marshal(ev)

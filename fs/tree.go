@@ -33,7 +33,10 @@ func (e entry) isDir() bool { return e.dir }
 // dirData is one directory: its name (a substring of a listed key) and
 // its runs of subdirectories and files.
 type dirData struct {
-	name             string
+	name string
+	// base is where a file's name starts in its key: the length of the
+	// directory's path and its '/'.
+	base             uint32
 	subdirs, dirsEnd uint32
 	files, filesEnd  uint32
 	parent           uint32
@@ -55,6 +58,7 @@ type tree struct {
 	l       *backend.Listing
 	dirs    []dirData
 	files   []uint32 // listing indices
+	byPath  pathIndex
 	mtime   time.Time
 	skipped []SkippedKey
 }
@@ -87,6 +91,12 @@ func (t *tree) fileName(i uint32) string {
 	return k[strings.LastIndexByte(k, '/')+1:]
 }
 
+// fileNameIn is fileName for a file of directory dd, without searching
+// for the name's start.
+func (t *tree) fileNameIn(dd *dirData, i uint32) string {
+	return t.l.Key(int(t.files[i]))[dd.base:]
+}
+
 // name is e's name in its directory ("" for the root).
 func (t *tree) name(e entry) string {
 	if e.dir {
@@ -108,7 +118,7 @@ func (t *tree) child(d entry, name string) (entry, bool) {
 		return entry{idx: uint32(lo + i), dir: true}, true
 	}
 	lo, hi = int(dd.files), int(dd.filesEnd)
-	i, ok := search(lo, hi, func(j int) int { return strings.Compare(t.fileName(uint32(j)), name) })
+	i, ok := search(lo, hi, func(j int) int { return strings.Compare(t.fileNameIn(dd, uint32(j)), name) })
 	if ok {
 		return entry{idx: uint32(i)}, true
 	}
@@ -136,12 +146,12 @@ func (t *tree) each(d entry, fn func(name string, e entry)) {
 	dd := &t.dirs[d.idx]
 	i, j := dd.subdirs, dd.files
 	for i < dd.dirsEnd || j < dd.filesEnd {
-		if j == dd.filesEnd || i < dd.dirsEnd && t.dirs[i].name < t.fileName(j) {
+		if j == dd.filesEnd || i < dd.dirsEnd && t.dirs[i].name < t.fileNameIn(dd, j) {
 			fn(t.dirs[i].name, entry{idx: i, dir: true})
 			i++
 			continue
 		}
-		fn(t.fileName(j), entry{idx: j})
+		fn(t.fileNameIn(dd, j), entry{idx: j})
 		j++
 	}
 }
@@ -162,7 +172,12 @@ func (t *tree) listing(d entry) []fuse.DirEntry {
 
 // lookup finds the entry at a '/'-separated path relative to the root.
 func (t *tree) lookup(p string) (entry, bool) {
-	p = strings.Trim(path.Clean("/"+p), "/")
+	if !cleanPath(p) {
+		p = strings.Trim(path.Clean("/"+p), "/")
+	}
+	if i, ok := t.byPath.find(t, p); ok {
+		return entry{idx: i}, true
+	}
 	e := t.root()
 	for p != "" {
 		if !e.dir {
@@ -202,6 +217,7 @@ func buildTree(l *backend.Listing, now time.Time, reserved string) *tree {
 	}
 	order := b.placeDirs()
 	b.placeFiles(fileDir, order)
+	b.t.byPath = newPathIndex(b.t)
 	return b.t
 }
 
@@ -285,7 +301,11 @@ func (b *treeBuilder) placeDirs() []uint32 {
 		dirs[q].subdirs = uint32(len(dirs))
 		for _, k := range kids {
 			order[k] = uint32(len(dirs))
-			dirs = append(dirs, dirData{name: b.tmp[k].name, parent: uint32(q)})
+			base := uint32(len(b.tmp[k].name) + 1)
+			if q > 0 {
+				base += dirs[q].base
+			}
+			dirs = append(dirs, dirData{name: b.tmp[k].name, parent: uint32(q), base: base})
 			queue = append(queue, k)
 		}
 		dirs[q].dirsEnd = uint32(len(dirs))

@@ -109,8 +109,15 @@ func TestBuildTreeMatchesTheListing(t *testing.T) {
 		t.Fatalf("%d files, %d skipped (%v), want %d files", tr.fileCount(), len(tr.skipped), tr.skipped, len(keys))
 	}
 	for _, k := range keys {
-		if e, ok := tr.lookup(k); !ok || tr.obj(e).Key != k {
-			t.Fatalf("lookup(%q) = %v, %v", k, e, ok)
+		for _, p := range []string{k, "/" + k, "./" + k, strings.Replace(k, "/", "//", 1), "val/../" + k} {
+			if e, ok := tr.lookup(p); !ok || tr.obj(e).Key != k {
+				t.Fatalf("lookup(%q) = %v, %v; want %q", p, e, ok, k)
+			}
+		}
+	}
+	for _, p := range []string{"train", "/train/", "val/3/deep"} {
+		if e, ok := tr.lookup(p); !ok || !e.isDir() {
+			t.Errorf("lookup(%q) = %v, %v; want a directory", p, e, ok)
 		}
 	}
 	var found []string

@@ -227,14 +227,22 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 	return Declared{Current: len(cur), Next: len(next), Duplicates: dupCur + dupNext}, nil
 }
 
+// dedup leaves out the repeats of a reference (one Objects names one
+// object by one reference): a bit per reference, where a set of a
+// million IDs cost tens of megabytes for the moment of a declaration.
 func dedup(items []Item) ([]Item, int) {
-	seen := make(map[cache.ObjectID]struct{}, len(items))
-	out := items[:0:0]
+	maxRef := uint32(0)
 	for _, it := range items {
-		if _, ok := seen[it.ID]; ok {
+		maxRef = max(maxRef, it.Ref)
+	}
+	seen := make([]uint64, maxRef/64+1)
+	out := make([]Item, 0, len(items))
+	for _, it := range items {
+		w, bit := it.Ref/64, uint64(1)<<(it.Ref%64)
+		if seen[w]&bit != 0 {
 			continue
 		}
-		seen[it.ID] = struct{}{}
+		seen[w] |= bit
 		out = append(out, it)
 	}
 	return out, len(items) - len(out)

@@ -313,3 +313,20 @@ func checkJob(t *testing.T, mp string, out trainOutput, sizes []int64) testenv.J
 	}
 	return j
 }
+
+// TestPythonUnitTests runs the Python package's own unit tests
+// (python/tests/test_*.py: the control protocol and the sampler against a
+// fake daemon), which need no mount and no torch.
+func TestPythonUnitTests(t *testing.T) {
+	dir := pythonDir(t)
+	cmd := exec.Command(systemPython, "-m", "unittest", "discover", "-t", ".", "-s", "tests", "-p", "test_*.py")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python unit tests in %s: %v\n%s", dir, err, out)
+	}
+	if !strings.Contains(string(out), "\nOK") {
+		t.Fatalf("python unit tests in %s did not report OK:\n%s", dir, out)
+	}
+}

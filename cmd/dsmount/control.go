@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	dsfs "github.com/dsmount/dsmount/fs"
 )
@@ -72,11 +74,12 @@ func controlCall(ctx context.Context, root string, req dsfs.Request, on func(dsf
 			f.Close()
 		}
 	}()
+	payload := movePathsToPayload(&req)
 	line, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	if _, err := f.Write(slices.Concat(line, []byte{'\n'}, payload)); err != nil {
 		return fmt.Errorf("send request to %s: %w", root, err)
 	}
 	sc := bufio.NewScanner(f)
@@ -100,4 +103,35 @@ func controlCall(ctx context.Context, root string, req dsfs.Request, on func(dsf
 		return fmt.Errorf("read answer from %s: %w", root, err)
 	}
 	return nil
+}
+
+// movePathsToPayload moves an order's paths out of the JSON request into
+// the payload that follows it (dsfs.Request.PathsBytes), which the daemon
+// reads without decoding a string per path. A path holding a NUL byte
+// (never a file of a mount) would be split there: such a request stays
+// JSON.
+func movePathsToPayload(req *dsfs.Request) []byte {
+	if req.Op != "order" || len(req.Paths)+len(req.Next) == 0 {
+		return nil
+	}
+	n := 0
+	for _, list := range [][]string{req.Paths, req.Next} {
+		for _, p := range list {
+			if strings.IndexByte(p, 0) >= 0 {
+				return nil
+			}
+			n += len(p) + 1
+		}
+	}
+	payload := make([]byte, 0, n)
+	for _, p := range req.Paths {
+		payload = append(append(payload, p...), 0)
+	}
+	req.PathsBytes = len(payload)
+	for _, p := range req.Next {
+		payload = append(append(payload, p...), 0)
+	}
+	req.NextBytes = len(payload) - req.PathsBytes
+	req.Paths, req.Next = nil, nil
+	return payload
 }

@@ -80,9 +80,22 @@ class _FakeFile:
         assert self.out is None, "write after the request was sent"
         data = bytes(data)[:1000]  # short writes, like FUSE splitting a big write
         self.req += data
-        if self.req.endswith(b"\n"):
-            events = self.daemon.answer(json.loads(self.req))
-            self.out = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+        line, nl, payload = self.req.partition(b"\n")
+        if not nl:
+            return len(data)
+        req = json.loads(line)
+        # Paths may follow the line, each ended by a NUL (paths_bytes,
+        # next_bytes): recorded as if sent in "paths" and "next".
+        cur_n, next_n = req.pop("paths_bytes", 0), req.pop("next_bytes", 0)
+        if len(payload) < cur_n + next_n:
+            return len(data)
+        assert len(payload) == cur_n + next_n, "bytes after the announced payload"
+        if cur_n:
+            req["paths"] = _split_nul(payload[:cur_n])
+        if next_n:
+            req["next"] = _split_nul(payload[cur_n:])
+        events = self.daemon.answer(req)
+        self.out = b"".join(json.dumps(e).encode() + b"\n" for e in events)
         return len(data)
 
     def read(self, n):
@@ -93,3 +106,8 @@ class _FakeFile:
 
     def close(self):
         self.closed = True
+
+
+def _split_nul(b):
+    assert b.endswith(b"\0"), "a payload path without its NUL"
+    return [p.decode("utf-8", "surrogateescape") for p in b[:-1].split(b"\0")]

@@ -1,0 +1,95 @@
+package fs
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func encodeOrder(t testing.TB, req Request, paths, next []string) []byte {
+	var p, n []byte
+	for _, s := range paths {
+		p = append(append(p, s...), 0)
+	}
+	for _, s := range next {
+		n = append(append(n, s...), 0)
+	}
+	req.PathsBytes, req.NextBytes = len(p), len(n)
+	line, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Concat(line, []byte{'\n'}, p, n)
+}
+
+func TestRequestPayload(t *testing.T) {
+	paths := []string{"train/a b/ü.jpg", "", "x\ny"}
+	next := []string{"z"}
+	b := encodeOrder(t, Request{Op: "order", Job: "j"}, paths, next)
+	// Any split into writes gives the same request.
+	for cut := 0; cut <= len(b); cut++ {
+		var r requestBuf
+		done := r.add(b[:cut])
+		if cut < len(b) && done {
+			t.Fatalf("complete after %d of %d bytes", cut, len(b))
+		}
+		if cut < len(b) && !r.add(b[cut:]) {
+			t.Fatalf("not complete after all %d bytes (cut %d)", len(b), cut)
+		}
+		req, err := r.request()
+		if err != nil || req.Job != "j" || !slices.Equal(req.Paths, paths) || !slices.Equal(req.Next, next) {
+			t.Fatalf("cut %d: %+v, %v", cut, req, err)
+		}
+	}
+	for name, bad := range map[string][]byte{
+		"bytes past the payload": append(slices.Clone(b), 'x'),
+		"no NUL after a path":    []byte(`{"op":"order","paths_bytes":3}` + "\nabc"),
+		"negative length":        []byte(`{"op":"order","paths_bytes":-3}` + "\n"),
+		"paths in both places":   []byte(`{"op":"order","paths":["a"],"paths_bytes":2}` + "\na\x00"),
+		"not JSON":               []byte("op=order\n"),
+		"huge announced lengths": []byte(`{"paths_bytes":9223372036854775807,"next_bytes":9223372036854775807}` + "\n"),
+		"more than the limit":    []byte(`{"op":"order","paths_bytes":2000}` + "\n"),
+	} {
+		r := requestBuf{limit: 1000}
+		if !r.add(bad) {
+			t.Errorf("%s: not complete", name)
+			continue
+		}
+		if _, err := r.request(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// FuzzRequest: whatever bytes a session writes, in whatever pieces, the
+// request is refused or parsed, never a panic, and a payload's paths are
+// exactly its NUL-ended pieces.
+func FuzzRequest(f *testing.F) {
+	f.Add(encodeOrder(f, Request{Op: "order", Job: "j", Epoch: 2}, []string{"a/b", "c"}, []string{"d"}), 5)
+	f.Add([]byte(`{"op":"warm","paths":["x"]}`+"\n"), 0)
+	f.Add([]byte(`{"op":"order","paths_bytes":2}`+"\na\x00"), 30)
+	f.Fuzz(func(t *testing.T, b []byte, cut int) {
+		r := requestBuf{limit: 1 << 20}
+		cut = min(max(cut, 0), len(b))
+		done := r.add(b[:cut])
+		if !done {
+			done = r.add(b[cut:])
+		}
+		if !done {
+			return
+		}
+		req, err := r.request()
+		if err != nil {
+			return
+		}
+		if req.PathsBytes > 0 {
+			payload := b[bytes.IndexByte(b, '\n')+1:]
+			want := strings.Split(string(payload[:req.PathsBytes]), "\x00")
+			if !slices.Equal(req.Paths, want[:len(want)-1]) {
+				t.Fatalf("paths %q from payload %q", req.Paths, payload[:req.PathsBytes])
+			}
+		}
+	})
+}
