@@ -4,6 +4,8 @@ import (
 	"math"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Listing is a compact, append-only table of objects: what a listing of a
@@ -17,8 +19,17 @@ import (
 // (no more Append), any number may read it.
 type Listing struct {
 	slabs [][]byte
-	recs  []listingRec
+	// recs holds the records in blocks of recBlock: a slice grown by
+	// append copies what it holds at each growth, and fresh pages cost
+	// more than the copy here (a 1.28M listing took 1.4 s to build).
+	recs [][]listingRec
+	n    int
 }
+
+const (
+	recBlockBits = 17 // 4 MiB blocks: see hugeAdvised
+	recBlock     = 1 << recBlockBits
+)
 
 type listingRec struct {
 	slab, off      uint32
@@ -29,14 +40,14 @@ type listingRec struct {
 
 // listingSlab is the size of a slab; a key and version longer than that
 // get a slab of their own.
-const listingSlab = 256 << 10
+const listingSlab = 4 << 20
 
 // noTime stands for the zero time.Time, which has no unix nanoseconds.
 const noTime = math.MinInt64
 
 // NewListing returns a listing of objs.
 func NewListing(objs []Object) *Listing {
-	l := &Listing{recs: make([]listingRec, 0, len(objs))}
+	l := &Listing{}
 	for _, o := range objs {
 		l.Append(o)
 	}
@@ -47,7 +58,7 @@ func NewListing(objs []Object) *Listing {
 func (l *Listing) Append(o Object) {
 	n := len(o.Key) + len(o.Version)
 	if len(l.slabs) == 0 || cap(l.slabs[len(l.slabs)-1])-len(l.slabs[len(l.slabs)-1]) < n {
-		l.slabs = append(l.slabs, make([]byte, 0, max(listingSlab, n)))
+		l.slabs = append(l.slabs, hugeAdvised(make([]byte, 0, max(listingSlab, n))))
 	}
 	s := len(l.slabs) - 1
 	slab := l.slabs[s]
@@ -58,20 +69,29 @@ func (l *Listing) Append(o Object) {
 	}
 	slab = append(slab, o.Key...)
 	l.slabs[s] = append(slab, o.Version...)
-	l.recs = append(l.recs, r)
+	if l.n%recBlock == 0 {
+		block := make([]listingRec, 0, recBlock)
+		hugeAdvised(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(block))), recBlock*int(unsafe.Sizeof(listingRec{}))))
+		l.recs = append(l.recs, block)
+	}
+	b := len(l.recs) - 1
+	l.recs[b] = append(l.recs[b], r)
+	l.n++
 }
+
+func (l *Listing) rec(i int) *listingRec { return &l.recs[i>>recBlockBits][i&(recBlock-1)] }
 
 // Len is the number of objects.
 func (l *Listing) Len() int {
 	if l == nil {
 		return 0
 	}
-	return len(l.recs)
+	return l.n
 }
 
 // At returns object i (0 <= i < Len()).
 func (l *Listing) At(i int) Object {
-	r := &l.recs[i]
+	r := l.rec(i)
 	o := Object{Key: l.str(r.slab, r.off, r.keyLen), Version: l.str(r.slab, r.off+r.keyLen, r.verLen), Size: r.size}
 	if r.mtime != noTime {
 		o.ModTime = time.Unix(0, r.mtime)
@@ -81,12 +101,12 @@ func (l *Listing) At(i int) Object {
 
 // Key returns object i's key.
 func (l *Listing) Key(i int) string {
-	r := &l.recs[i]
+	r := l.rec(i)
 	return l.str(r.slab, r.off, r.keyLen)
 }
 
 // Size returns object i's size.
-func (l *Listing) Size(i int) int64 { return l.recs[i].size }
+func (l *Listing) Size(i int) int64 { return l.rec(i).size }
 
 // str is the string of n bytes at off in a slab, sharing its memory: the
 // bytes are never written again (Append only writes past every record).
@@ -99,9 +119,30 @@ func (l *Listing) str(slab, off, n uint32) string {
 
 // Bytes is the memory the listing holds, for logs.
 func (l *Listing) Bytes() int64 {
-	n := int64(cap(l.recs)) * int64(unsafe.Sizeof(listingRec{}))
+	n := int64(len(l.recs)) * recBlock * int64(unsafe.Sizeof(listingRec{}))
 	for _, s := range l.slabs {
 		n += int64(cap(s))
 	}
 	return n
+}
+
+// hugeAdvised asks for transparent huge pages behind the 2 MiB-aligned
+// part of b's memory and returns b. A listing of a million objects is
+// 130 MB written once, and a fresh 4 KiB page cost about 20 µs to fault
+// in on the VMs this was measured on: 0.7 s of a remount went to page
+// faults. The pages a block never touches (a small listing's) stay
+// unallocated either way; where THP is off, the advice changes nothing.
+func hugeAdvised(b []byte) []byte {
+	const huge = 2 << 20
+	if cap(b) < 2*huge {
+		return b
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	start := (p + huge - 1) &^ (huge - 1)
+	end := (p + uintptr(cap(b))) &^ (huge - 1)
+	if end > start {
+		full := b[:cap(b)]
+		_ = unix.Madvise(full[start-p:end-p], unix.MADV_HUGEPAGE)
+	}
+	return b
 }

@@ -50,12 +50,27 @@ type Request struct {
 	// payload after the request line instead: see requestBuf.
 	PathsBytes int `json:"paths_bytes,omitempty"`
 	NextBytes  int `json:"next_bytes,omitempty"`
+	// Table (order) names the path table that Indices index (see
+	// table.go); TableBytes announces the table itself in the payload
+	// (its paths, NUL-ended), after Paths and Next; IndicesBytes and
+	// NextIndicesBytes the epoch's and the next's indices into it, as
+	// little-endian uint32s, after the table.
+	Table            string `json:"table,omitempty"`
+	TableBytes       int    `json:"table_bytes,omitempty"`
+	IndicesBytes     int    `json:"indices_bytes,omitempty"`
+	NextIndicesBytes int    `json:"next_indices_bytes,omitempty"`
+
+	tablePayload         []byte   // the table sent, if any
+	indices, nextIndices []uint32 // decoded from the payload
 }
 
 // Event is one line of a control response.
 type Event struct {
-	Type  string          `json:"type"` // "plan", "progress", "result" or "error"
-	Error string          `json:"error,omitempty"`
+	Type  string `json:"type"` // "plan", "progress", "result" or "error"
+	Error string `json:"error,omitempty"`
+	// Code names an error a client acts on: "unknown_table" (send the
+	// table again).
+	Code  string          `json:"code,omitempty"`
 	Warm  *WarmProgress   `json:"warm,omitempty"`
 	Plan  *WarmPlan       `json:"plan,omitempty"`
 	Order *OrderResult    `json:"order,omitempty"`

@@ -88,6 +88,8 @@ type Mount struct {
 	fastPath atomic.Value
 	sessions atomic.Uint64 // control sessions created, for their inode numbers
 
+	tables tables // path tables of declarations by index (table.go)
+
 	sessMu     sync.Mutex
 	sessionsOf map[uint32]int // control sessions open, by user
 	refusals   atomic.Int64   // sessions refused, for rate-limiting their warnings
@@ -171,7 +173,7 @@ func (m *Mount) Serve(dir string) error {
 			// 100,000 files took the daemon from 35 to 108 MB and 3.9x
 			// the time of a local find.
 			ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
-			Logger:        slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+			Logger:            slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		},
 	}
 	root := m.newNode(m.tree.root())

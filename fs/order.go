@@ -47,19 +47,45 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 		fail(fmt.Errorf("order: epoch %d is negative", req.Epoch))
 		return
 	}
-	if len(req.Paths) > readahead.MaxDeclared || len(req.Next) > readahead.MaxDeclared {
+	byIndex := req.Table != ""
+	if byIndex && len(req.Paths)+len(req.Next) > 0 {
+		fail(errors.New("order: paths and table indices in one declaration"))
+		return
+	}
+	nCur, nNext := len(req.Paths), len(req.Next)
+	if byIndex {
+		nCur, nNext = len(req.indices), len(req.nextIndices)
+	}
+	if nCur > readahead.MaxDeclared || nNext > readahead.MaxDeclared {
 		fail(fmt.Errorf("order: %w", readahead.ErrTooMany))
 		return
 	}
-	if len(req.Paths) == 0 {
+	if nCur == 0 {
 		fail(fmt.Errorf("order: %w", readahead.ErrEmpty))
 		return
 	}
 	res := &OrderResult{Job: req.Job, Epoch: req.Epoch, SkippedExamples: []string{}}
-	cur := m.orderItems(req.Paths, res)
-	next := m.orderItems(req.Next, res)
+	var cur, next []readahead.Item
+	if byIndex {
+		t, err := m.table(req)
+		if errors.Is(err, ErrUnknownTable) {
+			emit(Event{Type: "error", Error: "order: " + err.Error(), Code: "unknown_table"})
+			return
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		cur, next = tableItems(t, req.indices, res), tableItems(t, req.nextIndices, res)
+	} else {
+		cur, next = m.orderItems(req.Paths, res), m.orderItems(req.Next, res)
+	}
 	if len(cur) == 0 {
-		fail(fmt.Errorf("order: none of the %d paths is a file of this mount (first: %s)", len(req.Paths), res.SkippedExamples[0]))
+		what := "paths"
+		if byIndex {
+			what = "indexed paths"
+		}
+		fail(fmt.Errorf("order: none of the %d %s is a file of this mount (first: %s)", nCur, what, res.SkippedExamples[0]))
 		return
 	}
 	pid := c.PID

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,10 +23,10 @@ type requestBuf struct {
 	// payload is refused before any room is made for it.
 	limit int
 	buf   []byte
-	line int // length of the request line with its '\n'; 0 until it came
-	need int // the whole request's length, once the line is parsed
-	req  Request
-	err  error // the request is malformed: done, with this error
+	line  int // length of the request line with its '\n'; 0 until it came
+	need  int // the whole request's length, once the line is parsed
+	req   Request
+	err   error // the request is malformed: done, with this error
 }
 
 // add appends one write and reports whether the request is complete (or
@@ -42,14 +43,17 @@ func (r *requestBuf) add(data []byte) bool {
 			r.err = fmt.Errorf("malformed control request: %w", err)
 			return true
 		}
-		if r.req.PathsBytes < 0 || r.req.NextBytes < 0 {
-			r.err = errors.New("malformed control request: negative payload length")
-			return true
-		}
-		r.need = r.line + r.req.PathsBytes + r.req.NextBytes
-		if r.need < r.line { // overflow
-			r.err = errors.New("malformed control request: payload too long")
-			return true
+		r.need = r.line
+		for _, n := range r.req.payloadParts() {
+			if n < 0 {
+				r.err = errors.New("malformed control request: negative payload length")
+				return true
+			}
+			if r.need+n < r.need { // overflow
+				r.err = errors.New("malformed control request: payload too long")
+				return true
+			}
+			r.need += n
 		}
 		if r.limit > 0 && r.need > r.limit {
 			r.err = fmt.Errorf("control request of %d bytes refused: at most %d", r.need, r.limit)
@@ -77,22 +81,56 @@ func (r *requestBuf) request() (Request, error) {
 		return Request{}, r.err
 	}
 	req := r.req
-	payload := r.buf[r.line:]
 	if req.PathsBytes+req.NextBytes > 0 && (len(req.Paths) > 0 || len(req.Next) > 0) {
 		return Request{}, errors.New("malformed control request: paths both in the request and after it")
 	}
+	if req.IndicesBytes+req.NextIndicesBytes+req.TableBytes > 0 && req.Table == "" {
+		return Request{}, errors.New("malformed control request: indices or a table with no table name")
+	}
+	parts := req.payloadParts()
+	var pieces [5][]byte
+	payload := r.buf[r.line:]
+	for i, n := range parts {
+		pieces[i], payload = payload[:n], payload[n:]
+	}
 	var err error
 	if req.PathsBytes > 0 {
-		if req.Paths, err = splitPaths(payload[:req.PathsBytes]); err != nil {
+		if req.Paths, err = splitPaths(pieces[0]); err != nil {
 			return Request{}, err
 		}
 	}
 	if req.NextBytes > 0 {
-		if req.Next, err = splitPaths(payload[req.PathsBytes:]); err != nil {
+		if req.Next, err = splitPaths(pieces[1]); err != nil {
 			return Request{}, err
 		}
 	}
+	if req.TableBytes > 0 {
+		req.tablePayload = pieces[2]
+	}
+	if req.indices, err = decodeIndices(pieces[3]); err != nil {
+		return Request{}, err
+	}
+	if req.nextIndices, err = decodeIndices(pieces[4]); err != nil {
+		return Request{}, err
+	}
 	return req, nil
+}
+
+// payloadParts are the lengths of the payload's parts, in order.
+func (req *Request) payloadParts() [5]int {
+	return [5]int{req.PathsBytes, req.NextBytes, req.TableBytes, req.IndicesBytes, req.NextIndicesBytes}
+}
+
+// decodeIndices reads little-endian uint32s.
+func decodeIndices(b []byte) ([]uint32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("malformed control request: %d bytes of indices, not a multiple of 4", len(b))
+	}
+	out := make([]uint32, len(b)/4)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return out, nil
 }
 
 // splitPaths returns the NUL-ended paths of b as strings that share b's

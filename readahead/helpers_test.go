@@ -13,11 +13,13 @@ import (
 type objList []backend.Object
 
 func (l objList) Object(ref uint32) backend.Object { return l[ref] }
+func (l objList) Empty(ref uint32) bool            { return l[ref].Size == 0 }
 
 // sized resolves every Ref to an object of that many bytes.
 type sized int64
 
 func (s sized) Object(uint32) backend.Object { return backend.Object{Size: int64(s)} }
+func (s sized) Empty(uint32) bool            { return s == 0 }
 
 // newTestMount returns a Registry with no prefetch, its mount "m" over n
 // one-byte objects in memory (cached in a fresh cache dir), and the

@@ -16,9 +16,11 @@ type Item struct {
 }
 
 // Objects gives the object behind a reference of a declared Item (the
-// mount's file table).
+// mount's file table). Empty says whether it has no bytes, which a
+// declaration asks of every item: it must not cost a lookup of the object.
 type Objects interface {
 	Object(ref uint32) backend.Object
+	Empty(ref uint32) bool
 }
 
 // order is one epoch's declared sequence.
@@ -27,16 +29,46 @@ type order struct {
 	items []Item
 	objs  Objects
 	pos   map[cache.ObjectID]int32
-	bytes int64
+	// meanSize is the mean size of the items, estimated from a sample
+	// (what the prefetch window needs, without a lookup of a million
+	// objects).
+	meanSize int64
 }
+
+// sizeSample is how many items an order's mean size is estimated from.
+const sizeSample = 4096
 
 func newOrder(epoch int, items []Item, objs Objects) *order {
 	o := &order{epoch: epoch, items: items, objs: objs, pos: make(map[cache.ObjectID]int32, len(items))}
 	for i, it := range items {
 		o.pos[it.ID] = int32(i)
-		o.bytes += objs.Object(it.Ref).Size
+	}
+	// Evenly spaced items: a declared order is shuffled, and where it
+	// isn't, spacing still covers all of it.
+	var sum int64
+	n := min(len(items), sizeSample)
+	for k := range n {
+		sum += objs.Object(items[k*len(items)/n].Ref).Size
+	}
+	if n > 0 {
+		o.meanSize = sum / int64(n)
 	}
 	return o
+}
+
+// sameItems reports whether o declares exactly items, in that order. (A
+// job's orders all come from its mount's Objects; an Item's ID names its
+// object's version.)
+func (o *order) sameItems(items []Item) bool {
+	if o == nil || len(o.items) != len(items) {
+		return false
+	}
+	for i := range items {
+		if o.items[i] != items[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // job is one declared job's progress. Guarded by Registry.mu.
@@ -250,7 +282,7 @@ func (j *job) start(o *order, now time.Time) {
 	// An empty file has nothing to fetch, and its reads may never reach
 	// the daemon (the kernel knows it is empty): it counts as read.
 	for p, it := range o.items {
-		if o.objs.Object(it.Ref).Size == 0 {
+		if o.objs.Empty(it.Ref) {
 			j.read[p] = true
 			j.nread++
 		}

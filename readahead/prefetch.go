@@ -182,10 +182,10 @@ func (r *Registry) readRate(j *job, now time.Time) float64 {
 // WindowBytes worth at the order's mean item size.
 func (r *Registry) maxSpan(j *job) int {
 	n := len(j.cur.items)
-	if n == 0 || j.cur.bytes == 0 {
+	if n == 0 || j.cur.meanSize == 0 {
 		return n
 	}
-	mean := max(j.cur.bytes/int64(n), 1)
+	mean := max(j.cur.meanSize, 1)
 	return int(max(r.cfg.WindowBytes/mean, 1))
 }
 

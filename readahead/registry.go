@@ -213,7 +213,16 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 		j = &job{mount: m, name: d.Job, rateAt: now, owner: d.Owner}
 		r.jobs[k] = j
 	}
-	j.start(newOrder(d.Epoch, cur, d.Objects), now)
+	// A job declaring each epoch with the next (the Python sampler does)
+	// declares as current what it declared as next last time: that order
+	// is reused, not built again (a million-item map).
+	curOrder := j.next
+	if curOrder.sameItems(cur) {
+		curOrder.epoch = d.Epoch
+	} else {
+		curOrder = newOrder(d.Epoch, cur, d.Objects)
+	}
+	j.start(curOrder, now)
 	j.pid = d.PID
 	j.anyReader = d.Override
 	j.next = nil

@@ -15,7 +15,7 @@ what the declared orders need soonest.
 Only the standard library is needed; torch is imported where it is used.
 """
 
-from .control import (CONTROL_NAME, Client, DsmountError, declare_order, end_job,
+from .control import (CONTROL_NAME, Client, DsmountError, PathTable, declare_order, end_job,
                       find_mount_root, relative_path, stats)
 from .sampler import OrderedSampler, default_job_name
 
@@ -29,7 +29,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "CONTROL_NAME", "Client", "DsmountError", "OrderedSampler", "StagingLoader",
+    "CONTROL_NAME", "Client", "DsmountError", "OrderedSampler", "PathTable", "StagingLoader",
     "declare_order", "default_job_name", "end_job", "find_mount_root",
     "relative_path", "stats",
 ]

@@ -7,10 +7,13 @@ closing the file early cancels the request. This module speaks that protocol
 with the standard library only.
 """
 
+import array
 import errno
+import hashlib
 import json
 import os
 import posixpath
+import sys
 
 #: The control entry's name at a mount's root.
 CONTROL_NAME = ".dsmount-control"
@@ -24,7 +27,37 @@ _WRITE_SIZE = 1 << 20
 
 
 class DsmountError(Exception):
-    """The daemon refused a request, or the mount could not be reached."""
+    """The daemon refused a request, or the mount could not be reached.
+
+    ``code`` names a refusal a client can act on (``"unknown_table"``), or
+    is None.
+    """
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+class PathTable:
+    """A dataset's file list, declared once, that orders then index.
+
+    Declaring an epoch as indices into a table sends 4 bytes a file where
+    paths send their names, and the daemon resolves an index with an array
+    lookup where a path costs a lookup in the tree: 1.28M files declare in
+    a fraction of a second. ``paths`` are relative to the mount root. The
+    table's name is the SHA-256 of what is sent, so jobs listing the same
+    dataset share it in the daemon.
+    """
+
+    def __init__(self, paths):
+        self.paths = list(paths)
+        self.payload = _nul_joined(self.paths)
+        if self.payload.count(b"\0") != len(self.paths):
+            raise ValueError("a path with a NUL byte can't be in a table")
+        self.name = hashlib.sha256(self.payload).hexdigest()[:32]
+
+    def __len__(self):
+        return len(self.paths)
 
 
 def find_mount_root(path):
@@ -143,6 +176,7 @@ class Client:
         self.mountpoint = os.path.abspath(os.fspath(mountpoint))
         self._opener = opener or _open_control
         self._relative = Relativizer(self.mountpoint)
+        self._tables_sent = set()  # names of the PathTables the daemon was sent
 
     def __repr__(self):
         return "Client(%r)" % self.mountpoint
@@ -168,7 +202,7 @@ class Client:
             result = None
             for ev in _events(f, self.mountpoint):
                 if ev.get("type") == "error":
-                    raise DsmountError(ev.get("error") or "the daemon reported an unnamed error")
+                    raise DsmountError(ev.get("error") or "the daemon reported an unnamed error", ev.get("code"))
                 if ev.get("type") == "result":
                     result = ev
         except OSError as e:
@@ -219,6 +253,38 @@ class Client:
             req["next_bytes"] = len(payload_next)
         return self.request(req, payload_cur + payload_next)["order"]
 
+    def declare_indices(self, job, epoch, table, indices, next_indices=None):
+        """Declare ``job``'s order for ``epoch`` as indices into ``table``.
+
+        ``table`` is a :class:`PathTable`; ``indices`` (and the optional
+        ``next_indices``, epoch ``epoch + 1``'s) are ints in
+        ``range(len(table))``. The table is sent the first time this client
+        names it, and again if the daemon has forgotten it (restarted, or
+        more tables named since). Returns the daemon's ``order`` result,
+        like :meth:`declare_order`.
+        """
+        if not job:
+            raise DsmountError("declare_indices: a job name is required")
+        epoch = int(epoch)
+        if epoch < 0:
+            raise DsmountError("declare_indices: epoch %d is negative" % epoch)
+        cur = _indices_bytes(indices)
+        nxt = _indices_bytes(next_indices) if next_indices else b""
+        req = {"op": "order", "job": str(job), "epoch": epoch, "table": table.name,
+               "indices_bytes": len(cur)}
+        if nxt:
+            req["next_indices_bytes"] = len(nxt)
+        if table.name in self._tables_sent:
+            try:
+                return self.request(req, cur + nxt)["order"]
+            except DsmountError as e:
+                if e.code != "unknown_table":
+                    raise
+        req["table_bytes"] = len(table.payload)
+        res = self.request(req, table.payload + cur + nxt)["order"]
+        self._tables_sent.add(table.name)
+        return res
+
     def end_job(self, job):
         """Tell the daemon job ``job`` is done; True if it knew the job."""
         if not job:
@@ -228,6 +294,18 @@ class Client:
     def stats(self):
         """Return the daemon's statistics (what ``dsmount stats --json`` prints)."""
         return self.request({"op": "stats"})["stats"]
+
+
+def _indices_bytes(indices):
+    """``indices`` as little-endian uint32s."""
+    a = array.array("I", indices)
+    if a.itemsize != 4:
+        a = array.array("L", indices)
+        if a.itemsize != 4:
+            raise DsmountError("no 4-byte unsigned array type here")
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a.tobytes()
 
 
 def _nul_joined(paths):

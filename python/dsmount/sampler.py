@@ -15,7 +15,7 @@ import os
 import socket
 import sys
 
-from .control import Client, DsmountError, Relativizer, find_mount_root
+from .control import Client, DsmountError, PathTable, Relativizer, find_mount_root
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,7 @@ class OrderedSampler:
         self._warned_set_epoch = False
         self._lookahead = None   # indices drawn one epoch ahead, for samplers without set_epoch
         self._relpaths = None    # relative paths, when paths is a sequence
+        self._table = None       # PathTable of _relpaths (False: can't be one)
 
     def _guess_mountpoint(self):
         """The mount root of the first path; None (after a warning) if none."""
@@ -201,9 +202,13 @@ class OrderedSampler:
     def _declare(self, epoch, indices, nxt):
         self.last_result = None
         try:
-            cur = self._to_paths(indices)
-            nxt_paths = self._to_paths(nxt) if nxt else None
-            res = self.client.declare_order(self.job, epoch, cur, nxt_paths)
+            table = self._path_table()
+            if table is not None:
+                res = self.client.declare_indices(self.job, epoch, table, indices, nxt)
+            else:
+                cur = self._to_paths(indices)
+                nxt_paths = self._to_paths(nxt) if nxt else None
+                res = self.client.declare_order(self.job, epoch, cur, nxt_paths)
         except Exception as e:  # a failed declaration must not stop training
             if self.strict:
                 if isinstance(e, DsmountError):
@@ -216,6 +221,21 @@ class OrderedSampler:
         if res.get("skipped"):
             log.warning("dsmount: job %s epoch %d: %d paths skipped, e.g. %s", self.job, epoch,
                         res["skipped"], "; ".join(res.get("skipped_examples") or []))
+
+    def _path_table(self):
+        """The dataset's paths as a PathTable (made once), or None when
+        paths is a callable or can't be one: orders are then declared as
+        paths."""
+        if callable(self.paths) or not hasattr(self.client, "declare_indices"):
+            return None
+        if self._table is None:
+            if self._relpaths is None:
+                self._relpaths = [self._relative(p) for p in self.paths]
+            try:
+                self._table = PathTable(self._relpaths)
+            except ValueError:
+                self._table = False
+        return self._table or None
 
     def _to_paths(self, indices):
         """Map dataset indices to paths relative to the mount root."""

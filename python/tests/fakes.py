@@ -6,6 +6,7 @@ would (from the set of files it is told exist) and records every request.
 Pass ``FakeDaemon.opener`` as the ``opener`` of :class:`dsmount.Client`.
 """
 
+import array
 import json
 
 
@@ -17,6 +18,7 @@ class FakeDaemon:
         self.requests = []  # every request decoded, in order
         self.jobs = {}      # job name -> last order request
         self.fail = fail    # if set, every request gets this error
+        self.tables = {}    # table name -> paths, as the daemon keeps them
 
     def opener(self, root):
         return _FakeFile(self)
@@ -36,6 +38,16 @@ class FakeDaemon:
             return [{"type": "error", "error": "order: a job name is required"}]
         if req.get("end"):
             return [{"type": "result", "order": {"job": req["job"], "ended": self.jobs.pop(req["job"], None) is not None}}]
+        if req.get("table"):
+            # Declared by index: recorded as the paths they index.
+            if "table_paths" in req:
+                self.tables[req["table"]] = req.pop("table_paths")
+            table = self.tables.get(req["table"])
+            if table is None:
+                return [{"type": "error", "error": "order: the declared table is unknown here", "code": "unknown_table"}]
+            req["paths"] = [table[i] for i in req.pop("indices")]
+            if "next_indices" in req:
+                req["next"] = [table[i] for i in req.pop("next_indices")]
         paths = req.get("paths") or []
         if not paths:
             return [{"type": "error", "error": "order: the declared order names no files"}]
@@ -86,14 +98,27 @@ class _FakeFile:
         req = json.loads(line)
         # Paths may follow the line, each ended by a NUL (paths_bytes,
         # next_bytes): recorded as if sent in "paths" and "next".
-        cur_n, next_n = req.pop("paths_bytes", 0), req.pop("next_bytes", 0)
-        if len(payload) < cur_n + next_n:
+        # Or indices into a table (table, table_bytes, indices_bytes,
+        # next_indices_bytes): recorded as table_paths, indices and
+        # next_indices.
+        parts = [req.pop(k, 0) for k in ("paths_bytes", "next_bytes", "table_bytes", "indices_bytes", "next_indices_bytes")]
+        if len(payload) < sum(parts):
             return len(data)
-        assert len(payload) == cur_n + next_n, "bytes after the announced payload"
-        if cur_n:
-            req["paths"] = _split_nul(payload[:cur_n])
-        if next_n:
-            req["next"] = _split_nul(payload[cur_n:])
+        assert len(payload) == sum(parts), "bytes after the announced payload"
+        pieces = []
+        for n in parts:
+            pieces.append(payload[:n])
+            payload = payload[n:]
+        if parts[0]:
+            req["paths"] = _split_nul(pieces[0])
+        if parts[1]:
+            req["next"] = _split_nul(pieces[1])
+        if parts[2]:
+            req["table_paths"] = _split_nul(pieces[2])
+        if req.get("table"):
+            req["indices"] = list(array.array("I", pieces[3]))
+            if parts[4]:
+                req["next_indices"] = list(array.array("I", pieces[4]))
         events = self.daemon.answer(req)
         self.out = b"".join(json.dumps(e).encode() + b"\n" for e in events)
         return len(data)

@@ -69,6 +69,14 @@ class RecordingClient(dsmount.Client):
                               "next": list(next_paths or []), "result": res})
         return res
 
+    def declare_indices(self, job, epoch, table, indices, next_indices=None):
+        # The sampler declares by index into its dataset's table: recorded
+        # as the paths the indices name.
+        res = super().declare_indices(job, epoch, table, indices, next_indices)
+        self.declared.append({"epoch": epoch, "paths": [table.paths[i] for i in indices],
+                              "next": [table.paths[i] for i in (next_indices or [])], "result": res})
+        return res
+
 
 def fail(msg):
     print("integration_train: " + msg, file=sys.stderr)

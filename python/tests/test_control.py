@@ -120,3 +120,28 @@ class ClientTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DeclareIndicesTest(unittest.TestCase):
+    def test_table_sent_once_and_again_when_forgotten(self):
+        from dsmount.control import PathTable
+        files = ["d/%d.jpg" % i for i in range(10)]
+        daemon = FakeDaemon(files)
+        client = Client("/mnt/ds", opener=daemon.opener)
+        table = PathTable(files)
+        res = client.declare_indices("job", 0, table, [3, 1, 2], [0, 9])
+        self.assertEqual((res["declared"], res["next_declared"]), (3, 2))
+        self.assertEqual(daemon.orders()[-1]["paths"], ["d/3.jpg", "d/1.jpg", "d/2.jpg"])
+        self.assertEqual(daemon.orders()[-1]["next"], ["d/0.jpg", "d/9.jpg"])
+        sent = len(daemon.requests)
+        client.declare_indices("job", 1, table, [5])
+        self.assertEqual(len(daemon.requests), sent + 1, "the table is sent only once")
+        daemon.tables.clear()  # a restarted daemon
+        res = client.declare_indices("job", 2, table, [7, 8])
+        self.assertEqual(res["declared"], 2)
+        self.assertEqual(daemon.orders()[-1]["paths"], ["d/7.jpg", "d/8.jpg"])
+
+    def test_a_path_with_nul_cannot_be_in_a_table(self):
+        from dsmount.control import PathTable
+        with self.assertRaises(ValueError):
+            PathTable(["a\0b"])
