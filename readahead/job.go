@@ -28,7 +28,7 @@ type order struct {
 	epoch int
 	items []Item
 	objs  Objects
-	pos   map[cache.ObjectID]int32
+	pos   posIndex
 	// meanSize is the mean size of the items, estimated from a sample
 	// (what the prefetch window needs, without a lookup of a million
 	// objects).
@@ -39,10 +39,7 @@ type order struct {
 const sizeSample = 4096
 
 func newOrder(epoch int, items []Item, objs Objects) *order {
-	o := &order{epoch: epoch, items: items, objs: objs, pos: make(map[cache.ObjectID]int32, len(items))}
-	for i, it := range items {
-		o.pos[it.ID] = int32(i)
-	}
+	o := &order{epoch: epoch, items: items, objs: objs, pos: newPosIndex(items)}
 	// Evenly spaced items: a declared order is shuffled, and where it
 	// isn't, spacing still covers all of it.
 	var sum int64
@@ -55,6 +52,9 @@ func newOrder(epoch int, items []Item, objs Objects) *order {
 	}
 	return o
 }
+
+// posOf returns id's position in the order, if there.
+func (o *order) posOf(id cache.ObjectID) (int32, bool) { return o.pos.get(o.items, id) }
 
 // sameItems reports whether o declares exactly items, in that order. (A
 // job's orders all come from its mount's Objects; an Item's ID names its
@@ -161,11 +161,11 @@ func (j *job) distance(id cache.ObjectID) (int64, bool) {
 	// reads the kernel served from its page cache that the daemon never
 	// saw), and an item between frontier and head is needed now or was
 	// read unseen.
-	if p, ok := j.cur.pos[id]; ok && !j.read[p] {
+	if p, ok := j.cur.posOf(id); ok && !j.read[p] {
 		return int64(max(int(p)-j.head, 0)), true
 	}
 	if j.next != nil {
-		if q, ok := j.next.pos[id]; ok {
+		if q, ok := j.next.posOf(id); ok {
 			return int64(len(j.cur.items) - j.head + int(q)), true
 		}
 	}
@@ -273,7 +273,7 @@ func (j *job) start(o *order, now time.Time) {
 	// counted (prefetch of the next epoch).
 	kept := make(map[cache.ObjectID]struct{})
 	for id := range j.fetchedAhead {
-		if _, ok := o.pos[id]; ok {
+		if _, ok := o.posOf(id); ok {
 			kept[id] = struct{}{}
 		}
 	}

@@ -347,7 +347,7 @@ func (r *Registry) prefetch(pj prefetchJob) {
 			pj.j.prefetched++
 			// Not if its read came first (and joined this fetch): it
 			// would never leave the map and, evicted, count as unread.
-			if p, ok := pj.j.cur.pos[pj.it.ID]; !ok || !pj.j.read[p] {
+			if p, ok := pj.j.cur.posOf(pj.it.ID); !ok || !pj.j.read[p] {
 				pj.j.fetchedAhead[pj.it.ID] = struct{}{}
 			}
 		}

@@ -368,7 +368,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 			}
 			continue
 		}
-		if _, ok := j.cur.pos[id]; !ok && jobs > 1 {
+		if _, ok := j.cur.posOf(id); !ok && jobs > 1 {
 			// The job finished its epoch without declaring the next one
 			// and reads the order it had declared as next. Only when the
 			// read is surely its own: another job's read of the same file
@@ -409,7 +409,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 		}
 	}
 	for i, j := range matched {
-		if _, ok := j.cur.pos[id]; !ok {
+		if _, ok := j.cur.posOf(id); !ok {
 			j.start(j.next, now)
 			j.next = nil
 			r.gen.Add(1)
@@ -417,7 +417,8 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 		if i == 0 {
 			r.pc.servedNow(id, now, j.epochStart)
 		}
-		j.markRead(int(j.cur.pos[id]), unseen, undo)
+		p, _ := j.cur.posOf(id)
+		j.markRead(int(p), unseen, undo)
 		j.lastActive = now
 		if _, ahead := j.fetchedAhead[id]; ahead {
 			j.prefetchHits++
@@ -451,7 +452,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 // readNear reports whether id was read, by a read that reached the
 // daemon, within the job's lag behind its furthest read.
 func (j *job) readNear(id cache.ObjectID) bool {
-	p, ok := j.cur.pos[id]
+	p, ok := j.cur.posOf(id)
 	return ok && j.read[p] && j.late[p] == 0 && int(p) >= j.head-j.lag()
 }
 
@@ -459,10 +460,11 @@ func (j *job) readNear(id cache.ObjectID) bool {
 // furthest read (from the start of the next order, once the current one is
 // done).
 func (j *job) gap(id cache.ObjectID) int {
-	if p, ok := j.cur.pos[id]; ok {
+	if p, ok := j.cur.posOf(id); ok {
 		return abs(int(p) - j.head)
 	}
-	return int(j.next.pos[id]) + 1
+	p, _ := j.next.posOf(id) // 0 when absent, as a map's zero value was
+	return int(p) + 1
 }
 
 func abs(x int) int {
@@ -477,11 +479,11 @@ func abs(x int) int {
 // far past the frontier, or the
 // current order is done and id opens the declared next one.
 func (j *job) wants(id cache.ObjectID) bool {
-	if p, ok := j.cur.pos[id]; ok {
+	if p, ok := j.cur.posOf(id); ok {
 		return (!j.read[p] || j.late[p] != 0) && int(p) < j.frontier+j.tolerance()
 	}
 	if j.next != nil && j.frontier == len(j.cur.items) {
-		p, ok := j.next.pos[id]
+		p, ok := j.next.posOf(id)
 		return ok && int(p) < j.tolerance()
 	}
 	return false
