@@ -169,9 +169,10 @@ func (h *cachedFile) Release(ctx context.Context) syscall.Errno {
 // dirHandle serves a directory's sorted listing; opened with
 // FOPEN_CACHE_DIR, the kernel keeps it and doesn't ask again.
 type dirHandle struct {
-	n       *node // the directory
-	entries []fuse.DirEntry
-	pos     int
+	n   *node // the directory
+	cur dirCursor
+	pos uint64 // entries returned
+	out fuse.DirEntry
 }
 
 var (
@@ -188,15 +189,29 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 }
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	if d.pos >= len(d.entries) {
+	name, e, ok := d.cur.next()
+	if !ok {
 		return nil, 0
 	}
-	e := d.entries[d.pos]
 	d.pos++
-	return &e, 0
+	mode := uint32(fuse.S_IFREG)
+	if e.isDir() {
+		mode = fuse.S_IFDIR
+	}
+	// go-fuse copies the entry into its reply before asking for the next.
+	d.out = fuse.DirEntry{Name: name, Ino: d.n.m.tree.ino(e), Mode: mode}
+	return &d.out, 0
 }
 
+// Seekdir restarts the walk and skips off entries (rewinddir, or a
+// seekdir to a position telldir gave).
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	d.pos = int(min(off, uint64(len(d.entries))))
+	d.cur, d.pos = d.n.m.tree.cursor(d.n.e), 0
+	for d.pos < off {
+		if _, _, ok := d.cur.next(); !ok {
+			break
+		}
+		d.pos++
+	}
 	return 0
 }

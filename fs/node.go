@@ -175,7 +175,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle
 	if !n.e.isDir() {
 		return nil, 0, syscall.ENOTDIR
 	}
-	return &dirHandle{n: n, entries: n.m.tree.listing(n.e)}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	return &dirHandle{n: n, cur: n.m.tree.cursor(n.e)}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // Write refuses writes that reach a handle-less node (no-open mounts get no

@@ -178,6 +178,35 @@ func (t *tree) each(d entry, fn func(name string, e entry)) {
 	}
 }
 
+// dirCursor walks a directory's entries in name order, as each does,
+// one at a time: a find over a million files would otherwise make (and
+// drop) a slice of entries per directory it opens.
+type dirCursor struct {
+	t    *tree
+	d    *dirData
+	i, j uint32 // next subdirectory, next file
+}
+
+func (t *tree) cursor(d entry) dirCursor {
+	dd := &t.dirs[d.idx]
+	return dirCursor{t: t, d: dd, i: dd.subdirs, j: dd.files}
+}
+
+// next returns the next entry, or false at the end.
+func (c *dirCursor) next() (string, entry, bool) {
+	dd, t := c.d, c.t
+	switch {
+	case c.i == dd.dirsEnd && c.j == dd.filesEnd:
+		return "", entry{}, false
+	case c.j == dd.filesEnd || c.i < dd.dirsEnd && t.dirs[c.i].name < t.fileNameIn(dd, c.j):
+		c.i++
+		return t.dirs[c.i-1].name, entry{idx: c.i - 1, dir: true}, true
+	default:
+		c.j++
+		return t.fileNameIn(dd, c.j-1), entry{idx: c.j - 1}, true
+	}
+}
+
 // listing returns directory d's entries sorted by name.
 func (t *tree) listing(d entry) []fuse.DirEntry {
 	dd := &t.dirs[d.idx]
