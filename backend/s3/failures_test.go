@@ -154,6 +154,9 @@ func testAnonymous(t *testing.T, m *minio, bucket string) {
 	if n, err := b.ReadAt(context.Background(), obj, p, 0); n != 6 || err != nil || string(p) != "public" {
 		t.Fatalf("anonymous ReadAt = %d, %v, %q", n, err, p)
 	}
+	if got := listObjects(t, b); len(got) != 1 || got["f"].Size != 6 {
+		t.Fatalf("anonymous List: %v", got)
+	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("anonymous access took %v", d)
 	}

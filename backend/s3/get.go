@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,8 +31,9 @@ import (
 // What the SDK decides stays the SDK's: the credentials (its provider
 // chain and cache), the HTTP client (its transport, AWS_CA_BUNDLE, the
 // connection pool), and the bucket's URL, taken from a request the SDK
-// itself built and sent (the probe in New). Lists, stats and stores the
-// getter can't sign for (S3 Express) go through the SDK.
+// itself built and sent (the probe in New). List's pages are fetched the
+// same way (listraw.go). Stats, and everything for stores the getter can't
+// sign for (S3 Express), go through the SDK.
 type rawGetter struct {
 	hc     aws.HTTPClient
 	base   url.URL // the bucket's URL, as the SDK addressed it
@@ -39,6 +41,9 @@ type rawGetter struct {
 	creds  aws.CredentialsProvider // nil: anonymous, unsigned
 	signer *v4.Signer
 	clock  *skewClock // signing time, corrected for a skewed node clock
+	// plainList: the store refused encoding-type=url, so listings go
+	// without it (listraw.go).
+	plainList atomic.Bool
 }
 
 // emptyPayloadHash is the SHA-256 of an empty body, which a GET signs.
@@ -72,13 +77,25 @@ func newRawGetter(hc aws.HTTPClient, base url.URL, bucket, region string, creds 
 
 // get makes one ranged GET of key, conditioned on etag when set. A non-2xx
 // answer comes back as the SDK would report it (a *smithyhttp.ResponseError
-// carrying the store's code), so classify words and sorts it the same. A
-// refusal that the store's clock explains is signed again at once, at the
-// store's time (clock.go).
+// carrying the store's code), so classify words and sorts it the same.
 func (g *rawGetter) get(ctx context.Context, key, etag string, off, n int64) (*http.Response, error) {
+	path := strings.TrimSuffix(g.base.Path, "/") + "/" + key
+	escaped := strings.TrimSuffix(g.base.EscapedPath(), "/") + "/" + httpbinding.EscapePath(key, false)
+	return g.do(ctx, path, escaped, "", func(h http.Header) {
+		h.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+n-1, 10))
+		if etag != "" {
+			h.Set("If-Match", `"`+etag+`"`)
+		}
+	})
+}
+
+// do makes one GET of path (escaped as given) with the query and headers
+// set. A refusal that the store's clock explains is signed again at once,
+// at the store's time (clock.go).
+func (g *rawGetter) do(ctx context.Context, path, escaped, query string, header func(http.Header)) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
 		signedAt := g.clock.signingTime()
-		resp, err := g.send(ctx, key, etag, off, n, signedAt)
+		resp, err := g.send(ctx, path, escaped, query, header, signedAt)
 		if err != nil {
 			return nil, err
 		}
@@ -94,22 +111,17 @@ func (g *rawGetter) get(ctx context.Context, key, etag string, off, n int64) (*h
 	}
 }
 
-// send signs (at signedAt) and sends one ranged GET.
-func (g *rawGetter) send(ctx context.Context, key, etag string, off, n int64, signedAt time.Time) (*http.Response, error) {
+// send signs (at signedAt) and sends one GET.
+func (g *rawGetter) send(ctx context.Context, path, escaped, query string, header func(http.Header), signedAt time.Time) (*http.Response, error) {
 	u := g.base
-	escaped := strings.TrimSuffix(g.base.EscapedPath(), "/") + "/" + httpbinding.EscapePath(key, false)
-	u.Path = strings.TrimSuffix(g.base.Path, "/") + "/" + key
-	u.RawPath = escaped
+	u.Path, u.RawPath, u.RawQuery = path, escaped, query
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, requestError{err}
 	}
 	// u.String() re-escapes; keep the exact path that is signed and sent.
 	req.URL.Path, req.URL.RawPath = u.Path, escaped
-	req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(off+n-1, 10))
-	if etag != "" {
-		req.Header.Set("If-Match", `"`+etag+`"`)
-	}
+	header(req.Header)
 	req.Header.Set("User-Agent", "dsmount")
 	if g.creds != nil {
 		creds, err := g.creds.Retrieve(ctx)

@@ -5,10 +5,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-
 	"github.com/dsmount/dsmount/backend"
 )
 
@@ -94,8 +90,10 @@ func (b *Backend) List(ctx context.Context, fn func(backend.Object) error) error
 }
 
 // work runs tasks until none is left and none is running (nothing more can
-// come), or the walk failed.
+// come), or the walk failed. Its page decoder keeps its buffers from one
+// page and task to the next.
 func (l *lister) work() {
+	dec := new(pageDecoder)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for {
@@ -110,7 +108,7 @@ func (l *lister) work() {
 		l.queue = l.queue[:len(l.queue)-1]
 		l.running++
 		l.mu.Unlock()
-		more, err := l.run(t)
+		more, err := l.run(t, dec)
 		l.mu.Lock()
 		l.running--
 		if err != nil && l.err == nil {
@@ -123,24 +121,20 @@ func (l *lister) work() {
 }
 
 // run lists one task and returns the tasks it found.
-func (l *lister) run(t listTask) ([]listTask, error) {
+func (l *lister) run(t listTask, dec *pageDecoder) ([]listTask, error) {
 	if t.flat {
-		return nil, l.listRange(t)
+		return nil, l.listRange(t, dec)
 	}
 	var subdirs []string
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(l.b.bucket), Prefix: optional(t.prefix), Delimiter: aws.String("/")}
-	pages := s3.NewListObjectsV2Paginator(l.b.client, in)
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(l.ctx)
-		if err != nil {
-			return nil, classify(l.ctx, "list", l.b.id, err)
+	err := l.pages(dec, listQuery{prefix: t.prefix, delimiter: "/"}, func(page *listPage) error {
+		if err := l.emit(page.objs, ""); err != nil {
+			return err
 		}
-		if err := l.emit(page.Contents, ""); err != nil {
-			return nil, err
-		}
-		for _, cp := range page.CommonPrefixes {
-			subdirs = append(subdirs, aws.ToString(cp.Prefix))
-		}
+		subdirs = append(subdirs, page.prefixes...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return splitSubdirs(t.prefix, subdirs, l.parallel), nil
 }
@@ -173,33 +167,24 @@ func splitSubdirs(prefix string, subdirs []string, parallel int) []listTask {
 // delimiter. StartAfter is exclusive and a key equal to from may exist
 // (a directory marker), so the listing starts just before from (from
 // without its final '/').
-func (l *lister) listRange(t listTask) error {
-	in := &s3.ListObjectsV2Input{Bucket: aws.String(l.b.bucket), Prefix: optional(t.prefix),
-		StartAfter: aws.String(strings.TrimSuffix(t.from, "/"))}
-	pages := s3.NewListObjectsV2Paginator(l.b.client, in)
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(l.ctx)
-		if err != nil {
-			return classify(l.ctx, "list", l.b.id, err)
-		}
+func (l *lister) listRange(t listTask, dec *pageDecoder) error {
+	q := listQuery{prefix: t.prefix, startAfter: strings.TrimSuffix(t.from, "/")}
+	err := l.pages(dec, q, func(page *listPage) error {
 		// Keys before from, and the prefix's own objects (keys with no
 		// '/' after the prefix), which its delimited listing passed on,
 		// are not the range's.
-		objs := page.Contents[:0:0]
-		for _, o := range page.Contents {
-			k := aws.ToString(o.Key)
-			if k >= t.from && strings.IndexByte(k[len(t.prefix):], '/') >= 0 {
+		objs := page.objs[:0]
+		for _, o := range page.objs {
+			if o.key >= t.from && strings.HasPrefix(o.key, t.prefix) && strings.IndexByte(o.key[len(t.prefix):], '/') >= 0 {
 				objs = append(objs, o)
 			}
 		}
-		if err := l.emit(objs, t.to); err != nil {
-			if err == errRangeEnd {
-				return nil
-			}
-			return err
-		}
+		return l.emit(objs, t.to)
+	})
+	if err == errRangeEnd {
+		return nil
 	}
-	return nil
+	return err
 }
 
 // errRangeEnd stops a range's listing at its end.
@@ -211,23 +196,23 @@ func (rangeEnd) Error() string { return "end of the listed range" }
 
 // emit passes objs to fn in order, up to (not including) the first key >=
 // to (when to is set), where it returns errRangeEnd.
-func (l *lister) emit(objs []types.Object, to string) error {
+func (l *lister) emit(objs []listObject, to string) error {
 	l.fnMu.Lock()
 	defer l.fnMu.Unlock()
-	for _, o := range objs {
-		full := aws.ToString(o.Key)
-		if to != "" && full >= to {
+	for i := range objs {
+		o := &objs[i]
+		if to != "" && o.key >= to {
 			return errRangeEnd
 		}
-		key := strings.TrimPrefix(full, l.b.prefix)
+		key := strings.TrimPrefix(o.key, l.b.prefix)
 		if key == "" {
 			continue
 		}
 		err := l.fn(backend.Object{
 			Key:     key,
-			Size:    aws.ToInt64(o.Size),
-			ModTime: aws.ToTime(o.LastModified),
-			Version: l.b.versionOf(o.ETag, o.LastModified),
+			Size:    o.size,
+			ModTime: o.modTime,
+			Version: l.b.versionOf(&o.etag, &o.modTime),
 		})
 		if err != nil {
 			return err

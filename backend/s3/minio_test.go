@@ -217,6 +217,15 @@ type faultProxy struct {
 	failStatus int
 	failCode   string
 	failed     atomic.Int32
+	// listFails listings still to answer with listFailStatus and
+	// listFailCode instead of passing them on.
+	listFails      atomic.Int32
+	listFailStatus int
+	listFailCode   string
+	listFailed     atomic.Int32
+	// refuseURLKeys: listings with encoding-type get 400 InvalidArgument,
+	// as from a store that doesn't support it.
+	refuseURLKeys atomic.Bool
 }
 
 func newFaultProxy(t *testing.T, upstream string) *faultProxy {
@@ -233,6 +242,19 @@ func newFaultProxy(t *testing.T, upstream string) *faultProxy {
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Query().Has("encoding-type") && p.refuseURLKeys.Load() {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(400)
+		fmt.Fprint(w, "<Error><Code>InvalidArgument</Code><Message>encoding-type: not supported here</Message></Error>")
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Query().Has("list-type") && p.listFails.Add(-1) >= 0 {
+		p.listFailed.Add(1)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(p.listFailStatus)
+		fmt.Fprintf(w, "<Error><Code>%s</Code><Message>injected by the test</Message></Error>", p.listFailCode)
+		return
+	}
 	if r.Method == http.MethodGet && !r.URL.Query().Has("list-type") && p.fails.Add(-1) >= 0 {
 		p.failed.Add(1)
 		w.Header().Set("Content-Type", "application/xml")

@@ -53,8 +53,8 @@ type Options struct {
 // Backend reads objects under one bucket prefix.
 type Backend struct {
 	client *s3.Client
-	// raw makes ReadAt's GETs without the SDK's operation stack (get.go);
-	// nil where the SDK must.
+	// raw makes ReadAt's GETs and List's requests without the SDK's
+	// operation stack (get.go, listraw.go); nil where the SDK must.
 	raw    *rawGetter
 	bucket string
 	prefix string // "" or ends in '/'

@@ -43,6 +43,8 @@ func TestMinIO(t *testing.T) {
 		{"BodyRetry", testBodyRetry},
 		{"Anonymous", testAnonymous},
 		{"OddKeys", testOddKeys},
+		{"ListRaw", testListRaw},
+		{"ListRetry", testListRetry},
 		{"RequestRetry", testRequestRetry},
 		{"ClockSkew", testClockSkew},
 	}
@@ -64,7 +66,7 @@ func TestMinIO(t *testing.T) {
 }
 
 // isolateEnv makes the AWS config chain see only the test's settings.
-func isolateEnv(t *testing.T) {
+func isolateEnv(t testing.TB) {
 	dir := t.TempDir()
 	for k, v := range map[string]string{
 		"AWS_EC2_METADATA_DISABLED":   "true",
