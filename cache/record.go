@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/dsmount/dsmount/backend"
@@ -175,19 +176,7 @@ func (d *decoder) uvarint() uint64 {
 	return v
 }
 
-func (d *decoder) string() string {
-	if d.err != nil {
-		return ""
-	}
-	l, n := binary.Uvarint(d.b)
-	if n <= 0 || uint64(len(d.b)-n) < l {
-		d.err = errCorruptRecord
-		return ""
-	}
-	s := string(d.b[n : n+int(l)])
-	d.b = d.b[n+int(l):]
-	return s
-}
+func (d *decoder) string() string { return strings.Clone(d.bytesString()) }
 
 // bytesString is string without the copy: the result aliases the
 // record's bytes, so it must be copied (or dropped) before they are

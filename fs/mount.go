@@ -177,7 +177,7 @@ func (m *Mount) Serve(dir string) error {
 			// trip per file per mount (the kernel then keeps the entry
 			// for kernelTimeout).
 			DisableReadDirPlus: true,
-			Logger:            slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+			Logger:             slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		},
 	}
 	root := m.newNode(m.tree.root())

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,12 +74,7 @@ func (f *FakeS3) GetCount() int64 { return f.gets.Load() }
 
 // Env returns an environment for a dsmount reading from this server (any
 // credentials are accepted).
-func (f *FakeS3) Env(extra ...string) []string {
-	base := filterEnv(os.Environ(), "AWS_", "AWS_CA_BUNDLE")
-	base = append(base, "AWS_ACCESS_KEY_ID=fake", "AWS_SECRET_ACCESS_KEY=fake-secret",
-		"AWS_REGION="+MinIORegion, "AWS_EC2_METADATA_DISABLED=true")
-	return append(base, extra...)
-}
+func (f *FakeS3) Env(extra ...string) []string { return GenS3Env(extra...) }
 
 // MountArgs are the dsmount flags that point it at this server.
 func (f *FakeS3) MountArgs() []string {
