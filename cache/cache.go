@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,9 +85,17 @@ type Cache struct {
 	staged      staging
 	gate        *fetchGate
 
-	mu      sync.Mutex // guards objects and closed
+	mu      sync.Mutex // guards objects, forgotten, pruned and closed
 	objects map[ObjectID]*object
-	closed  bool
+	// forgotten holds evicted objects whose index records may not be
+	// deleted yet, by ID: their records are not to be believed
+	// (records.go). pruned counts removals from it.
+	forgotten map[ObjectID]*object
+	pruned    uint64
+	closed    bool
+	// ready is closed when the start-up scan of the object records is
+	// done (records.go): used is complete from then on.
+	ready chan struct{}
 
 	spaceMu sync.Mutex   // serialises reservations (reserve)
 	used    atomic.Int64 // bytes of present chunks, pending or durable
@@ -141,6 +148,8 @@ func Open(dir string, opts Options) (*Cache, error) {
 		lockFile:  lf,
 		space:     space,
 		objects:   make(map[ObjectID]*object),
+		forgotten: make(map[ObjectID]*object),
+		ready:     make(chan struct{}),
 	}
 	c.capacity.Store(opts.Capacity)
 	if opts.FetchSlots <= 0 {
@@ -168,10 +177,14 @@ func Open(dir string, opts Options) (*Cache, error) {
 		return nil, err
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	// The snapshot the start-up scan reads, taken before anything writes.
+	snap := c.db.NewTransaction(false)
+	c.maintenance.Add(1)
+	go c.loadIndex(snap)
 	index := &indexFiles{dir: filepath.Join(c.dir, "index"), space: c.space, done: map[string]int64{}}
 	index.prepare()
 	c.dropper = startDropper(c)
-	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.packs, index, c.log, c.dropper.failed)
+	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.packs, index, c.log, c.dropper.failed, c.recordsDeleted)
 	c.maintenance.Add(1)
 	go c.runValueLogGC()
 	return c, nil
@@ -221,14 +234,7 @@ func (c *Cache) open() error {
 		return fmt.Errorf("open cache index: %w", err)
 	}
 	c.db = db
-	if err := c.checkFormat(); err != nil {
-		return err
-	}
-	if err := c.loadObjects(); err != nil {
-		return err
-	}
-	c.packs.removeUnused()
-	return nil
+	return c.checkFormat()
 }
 
 // lockDir takes an exclusive, non-blocking flock on dir/dsmount.lock and
@@ -271,51 +277,6 @@ func (c *Cache) checkFormat() error {
 			}
 			return nil
 		})
-	})
-}
-
-// loadObjects reads every object record (not the chunk records) to rebuild
-// capacity accounting and the policy's view of what is cached, which it is
-// told oldest access first.
-func (c *Cache) loadObjects() error {
-	var cached []*object
-	defer func() {
-		sort.Slice(cached, func(i, j int) bool { return cached[i].accessed.Load() < cached[j].accessed.Load() })
-		for _, o := range cached {
-			c.policy.Added(o.id, o.cached)
-		}
-	}()
-	return c.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256, Prefix: []byte{prefixObject}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			var id ObjectID
-			if len(item.Key()) != 17 {
-				continue
-			}
-			copy(id[:], item.Key()[1:])
-			var rec objectRecord
-			if err := item.Value(rec.unmarshal); err != nil {
-				c.log.Warn("cache: skipping corrupt object record", "id", id, "err", err)
-				continue
-			}
-			o := c.newObject(id, rec.objectMeta)
-			if rec.Pack != 0 && rec.CachedBytes > 0 {
-				p := c.packs.known(rec.Pack)
-				p.live.Add(1)
-				o.loc.Store(&slot{p: p, off: rec.PackOff})
-			}
-			o.cached = rec.CachedBytes
-			o.durable.Store(rec.CachedBytes)
-			o.accessed.Store(rec.Accessed)
-			c.objects[id] = o
-			c.used.Add(rec.CachedBytes)
-			if rec.CachedBytes > 0 {
-				cached = append(cached, o)
-			}
-		}
-		return nil
 	})
 }
 
@@ -366,8 +327,12 @@ func (c *Cache) Capacity() int64 { return c.capacity.Load() }
 // nothing at once; new data is admitted only as the policy makes room.
 func (c *Cache) SetCapacity(n int64) { c.capacity.Store(max(n, 0)) }
 
-// Used is the number of bytes of cached chunks.
-func (c *Cache) Used() int64 { return c.used.Load() }
+// Used is the number of bytes of cached chunks. Just after Open it waits
+// for the records to be counted.
+func (c *Cache) Used() int64 {
+	c.awaitIndex()
+	return c.used.Load()
+}
 
 type badgerLogger struct{ l *slog.Logger }
 

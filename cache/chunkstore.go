@@ -94,6 +94,7 @@ func (c *Cache) reserve(incoming ObjectID, n int64) bool {
 	if c.space.isFull() {
 		return false
 	}
+	c.awaitIndex()
 	c.spaceMu.Lock()
 	defer c.spaceMu.Unlock()
 	for capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+n > capacity; {

@@ -61,6 +61,8 @@ type committer struct {
 	// syncFailed hears of adds whose bytes could not be synced; it must
 	// not block on object locks (see dropper).
 	syncFailed func([]commitOp)
+	// deleted hears of an evicted object whose records are deleted.
+	deleted func(*object)
 
 	// closeMu fences send against close: a read or eviction racing with
 	// Cache.Close may still try to queue an op, which is then dropped
@@ -79,8 +81,8 @@ const (
 	batchLinger = 25 * time.Millisecond
 )
 
-func startCommitter(db *badger.DB, dataDir string, packs *packStore, index *indexFiles, log *slog.Logger, syncFailed func([]commitOp)) *committer {
-	cm := &committer{db: db, log: log, packs: packs, index: index, ops: make(chan commitOp, 4096), syncFailed: syncFailed}
+func startCommitter(db *badger.DB, dataDir string, packs *packStore, index *indexFiles, log *slog.Logger, syncFailed func([]commitOp), deleted func(*object)) *committer {
+	cm := &committer{db: db, log: log, packs: packs, index: index, ops: make(chan commitOp, 4096), syncFailed: syncFailed, deleted: deleted}
 	if d, err := os.Open(dataDir); err == nil {
 		cm.dataDir = d
 	}
@@ -181,6 +183,8 @@ func (cm *committer) commit(batch []commitOp) {
 		if op.kind == opDeleteObject {
 			if err := deleteObjectRecords(cm.db, op.o.id); err != nil {
 				cm.log.Warn("cache: deleting an evicted object's records failed; its space is counted until it is read again", "key", op.o.meta.Key, "err", err)
+			} else if cm.deleted != nil {
+				cm.deleted(op.o)
 			}
 		}
 	}

@@ -39,9 +39,13 @@
 //     index (syncfail.go): what a failed sync leaves on disk is unknown.
 //   - used (the bytes accounted against capacity) equals the sum of the
 //     lengths of the chunks marked present in memory, pending or durable.
-//   - Restart does not scan data/: object records are read from the index at
-//     Open; chunk records of an object are read the first time it is touched.
-//     Pack files that no record names are deleted at Open.
+//   - Restart does not scan data/, and Open reads no object record: a
+//     background scan of the index (records.go) counts the cached bytes and
+//     each pack's slots and tells the policy what is cached, keeping nothing
+//     per object; an object is made from its record, and its chunk records
+//     read, the first time it is touched. What decides by the byte count
+//     (admission, eviction, Used) waits for the scan; reads don't. Pack
+//     files that no record names are deleted when the scan ends.
 //
 // # Trust
 //
@@ -130,7 +134,8 @@
 //
 // # Locking
 //
-// Cache.mu guards the objects map only. Each object has an RWMutex for its
+// Cache.mu guards the objects map and the IDs of evicted objects whose
+// records are not yet deleted (forgotten). Each object has an RWMutex for its
 // file's life: held shared by whoever reads or writes the file, exclusively
 // to load its chunk records, to evict it (mark dead, unlink) or to drop a
 // chunk. Presence bits and the cached byte count have their own small mutex

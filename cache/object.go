@@ -138,16 +138,10 @@ func (c *Cache) newObject(id ObjectID, meta objectMeta) *object {
 // object returns the live object for meta, creating it and loading its
 // chunk records on first use.
 func (c *Cache) object(meta objectMeta) (*object, error) {
-	id := meta.id()
-	c.mu.Lock()
-	o := c.objects[id]
-	if o == nil {
-		o = c.newObject(id, meta)
-		o.loaded = true // nothing in the index for an object we never saw
-		o.chunks = make([]chunk, meta.numChunks())
-		c.objects[id] = o
+	o, err := c.materialize(meta.id(), &meta)
+	if err != nil {
+		return nil, err
 	}
-	c.mu.Unlock()
 	return c.load(o)
 }
 
@@ -304,18 +298,24 @@ func (o *object) openForWrite() (f *os.File, direct bool, stale []int, err error
 }
 
 // evict drops o from the cache: memory state, file and index records.
-func (c *Cache) evict(id ObjectID) {
+func (c *Cache) evict(id ObjectID) (evicted bool) {
+	// An object cached by an earlier process is made from its record
+	// first: that is where its slot and byte count are.
+	if _, err := c.materialize(id, nil); err != nil {
+		c.log.Warn("cache: evicting", "id", id, "err", err)
+	}
 	c.mu.Lock()
 	o := c.objects[id]
 	if o == nil {
 		c.mu.Unlock()
 		c.policy.Removed(id)
-		return
+		return false
 	}
 	o.mu.Lock()
 	o.dead = true
 	o.gone.Store(true)
 	delete(c.objects, id)
+	c.forgotten[id] = o
 	freed := o.cached
 	o.cached = 0
 	o.chunks = nil
@@ -333,4 +333,5 @@ func (c *Cache) evict(id ObjectID) {
 	c.policy.Removed(id)
 	c.stats.evictions.Add(1)
 	c.log.Debug("cache: evicted", "key", o.meta.Key, "bytes", freed)
+	return true
 }

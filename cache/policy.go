@@ -36,6 +36,9 @@ func (fillAndHold) Accessed(ObjectID)                       {}
 func (fillAndHold) Removed(ObjectID)                        {}
 func (fillAndHold) Victim(ObjectID, int64) (ObjectID, bool) { return ObjectID{}, false }
 
+// keepsNothing: the start-up scan need not tell it what is cached.
+func (fillAndHold) keepsNothing() {}
+
 // lru evicts the least recently accessed object. Kept for comparison and for
 // workloads with real recency (not shuffled epochs).
 type lru struct {

@@ -178,6 +178,16 @@ func (d *decoder) uvarint() uint64 {
 
 func (d *decoder) string() string { return strings.Clone(d.bytesString()) }
 
+// stringIf is string when keep is set; otherwise it skips the string and
+// returns "".
+func (d *decoder) stringIf(keep bool) string {
+	if keep {
+		return d.string()
+	}
+	d.bytesString()
+	return ""
+}
+
 // bytesString is string without the copy: the result aliases the
 // record's bytes, so it must be copied (or dropped) before they are
 // reused. Decoding a million-entry listing would otherwise allocate two
@@ -199,15 +209,32 @@ func (d *decoder) bytesString() string {
 	return unsafe.String(&s[0], len(s))
 }
 
-func (r *objectRecord) unmarshal(b []byte) error {
+func (r *objectRecord) unmarshal(b []byte) error { return r.decode(b, true) }
+
+// unmarshalCounts is unmarshal without the strings (Source, Key and
+// Version are left empty): the start-up scan reads a million records for
+// their counts alone.
+func (r *objectRecord) unmarshalCounts(b []byte) error { return r.decode(b, false) }
+
+// recordSource is the Source of an object record, aliasing b; "" if b is
+// not a record.
+func recordSource(b []byte) string {
+	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
+		return ""
+	}
+	d := decoder{b: b[1:]}
+	return d.bytesString()
+}
+
+func (r *objectRecord) decode(b []byte, strs bool) error {
 	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
 		return fmt.Errorf("%w: object record version", errCorruptRecord)
 	}
 	d := decoder{b: b[1:]}
-	r.Source = d.string()
-	r.Key = d.string()
+	r.Source = d.stringIf(strs)
+	r.Key = d.stringIf(strs)
 	r.Size = d.varint()
-	r.Version = d.string()
+	r.Version = d.stringIf(strs)
 	r.ChunkSize = d.varint()
 	r.CachedBytes = d.varint()
 	r.Accessed = d.varint()

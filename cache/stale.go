@@ -14,7 +14,17 @@ func (c *Cache) EvictStale(source string, objs *backend.Listing) int {
 	// The source's cached objects, few or many, are matched against the
 	// listing, not the other way: a set of a million listed IDs would
 	// cost the daemon tens of megabytes for a moment at every mount.
+	// They are those in memory and those with records in the index, of
+	// which most are not in memory after a restart (records.go).
+	c.awaitIndex()
 	cached := make(map[ObjectID]struct{})
+	ids, err := c.sourceRecords(source)
+	if err != nil {
+		c.log.Warn("cache: can't list the cached objects to drop those that changed", "source", source, "err", err)
+	}
+	for _, id := range ids {
+		cached[id] = struct{}{}
+	}
 	c.mu.Lock()
 	for id, o := range c.objects {
 		if o.meta.Source == source {
@@ -30,10 +40,13 @@ func (c *Cache) EvictStale(source string, objs *backend.Listing) int {
 	for id := range cached {
 		stale = append(stale, id)
 	}
+	n := 0
 	for _, id := range stale {
-		c.evict(id)
+		if c.evict(id) {
+			n++
+		}
 	}
-	return len(stale)
+	return n
 }
 
 // valueLogGCInterval paces badger's value-log garbage collection, which is

@@ -65,7 +65,7 @@ func (c *Cache) Stats() Stats {
 		Evictions: s.evictions.Load(), VerifyFailures: s.verifyFailures.Load(), SyncFailures: s.syncFailures.Load(),
 		WriteErrors: s.writeErrors.Load(), WarmChunks: s.warmChunks.Load(),
 		StagedPushedOut: s.stagedPushedOut.Load(), BufferDoubleReleases: c.bufs.doubleReleases.Load(),
-		Waiting: s.waiting.Load(), Used: c.used.Load(), Capacity: c.capacity.Load(),
+		Waiting: s.waiting.Load(), Used: c.Used(), Capacity: c.capacity.Load(),
 		DiskFull: c.space.isFull(),
 	}
 }

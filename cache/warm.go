@@ -75,7 +75,7 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, prio Pri
 	if o.present(idx) {
 		return WarmAlreadyCached, nil
 	}
-	if capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+meta.chunkLen(idx) > capacity {
+	if capacity := c.capacity.Load(); capacity > 0 && c.Used()+meta.chunkLen(idx) > capacity {
 		return 0, ErrFull
 	}
 	res, err := s.chunkStored(ctx, meta, obj, idx, prio, fetched)
@@ -110,11 +110,9 @@ func (s *Source) ChunkCached(obj backend.Object, idx int) bool {
 // otherwise: queries about what is cached must not create state for every
 // object they ask about.
 func (c *Cache) existing(meta objectMeta) (*object, error) {
-	c.mu.Lock()
-	o := c.objects[meta.id()]
-	c.mu.Unlock()
-	if o == nil {
-		return nil, nil
+	o, err := c.materialize(meta.id(), nil)
+	if o == nil || err != nil {
+		return nil, err
 	}
 	return c.load(o)
 }

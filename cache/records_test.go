@@ -1,0 +1,153 @@
+package cache
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/backend/memory"
+)
+
+// cachedSum is the bytes of objs that s says are cached, chunk by chunk.
+func cachedSum(s *Source, objs []backend.Object) int64 {
+	var sum int64
+	for _, o := range objs {
+		meta := metaOf(s.id, o, s.c.chunkSize)
+		for idx := range meta.numChunks() {
+			if s.ChunkCached(o, idx) {
+				sum += meta.chunkLen(idx)
+			}
+		}
+	}
+	return sum
+}
+
+func inMemory(c *Cache) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.objects)
+}
+
+// TestRestartMakesObjectsOnFirstUse: after a restart no object is held in
+// memory until it is asked for, yet the byte count is whole, cached objects
+// read without a fetch, and evicting objects never touched since the
+// restart frees their space (and their records: the count survives another
+// restart).
+func TestRestartMakesObjectsOnFirstUse(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	r := rand.New(rand.NewPCG(41, 42))
+	const chunk = 16 << 10
+	var objs []backend.Object
+	for i := range 12 {
+		size := 5<<10 + i*100
+		if i%4 == 3 {
+			size = 3*chunk + 100 // a file of its own, several chunks
+		}
+		objs = append(objs, mem.Put(fmt.Sprintf("o%02d", i), randBytes(r, size)))
+	}
+	var total int64
+	for _, o := range objs[:8] {
+		total += o.Size
+	}
+	opts := Options{ChunkSize: chunk, Capacity: total, Policy: NewLRU()}
+	c := openCache(t, dir, opts)
+	s := c.Source(mem)
+	for _, o := range objs[:8] {
+		readAll(t, s, o)
+	}
+	if got := c.Used(); got != total {
+		t.Fatalf("used %d after caching, want %d", got, total)
+	}
+	c.Close()
+
+	c = openCache(t, dir, opts)
+	s = c.Source(mem)
+	if got := c.Used(); got != total {
+		t.Fatalf("used %d after restart, want %d", got, total)
+	}
+	if n := inMemory(c); n != 0 {
+		t.Fatalf("%d objects in memory after restart, want 0 until used", n)
+	}
+	before := mem.Reads.Load()
+	if got := readAll(t, s, objs[2]); !bytes.Equal(got, mem.Data(objs[2].Key)) {
+		t.Fatal("cached object read back wrong after restart")
+	}
+	if n := mem.Reads.Load() - before; n != 0 {
+		t.Fatalf("a cached object cost %d backend reads after restart", n)
+	}
+	if n := inMemory(c); n != 1 {
+		t.Fatalf("%d objects in memory after reading one, want 1", n)
+	}
+	// New objects evict the least recent ones, untouched since the restart.
+	for _, o := range objs[8:] {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
+			t.Fatalf("%s: bytes differ", o.Key)
+		}
+	}
+	if c.Stats().Evictions == 0 {
+		t.Fatal("nothing evicted: the test doesn't test eviction")
+	}
+	used := c.Used()
+	if used > total {
+		t.Fatalf("used %d over capacity %d", used, total)
+	}
+	if got := cachedSum(s, objs); got != used {
+		t.Fatalf("objects said cached hold %d bytes, used says %d", got, used)
+	}
+	c.Close()
+
+	c = openCache(t, dir, opts)
+	defer c.Close()
+	s = c.Source(mem)
+	if got := c.Used(); got != used {
+		t.Fatalf("used %d after a second restart, want %d", got, used)
+	}
+	if got := cachedSum(s, objs); got != used {
+		t.Fatalf("after a second restart objects said cached hold %d bytes, used says %d", got, used)
+	}
+	for _, o := range objs {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
+			t.Fatalf("%s after a second restart: bytes differ", o.Key)
+		}
+	}
+}
+
+// TestEvictedObjectStaysGone: an object evicted right after a restart,
+// before the delete of its records is committed, is not made again from
+// those records.
+func TestEvictedObjectStaysGone(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	r := rand.New(rand.NewPCG(43, 44))
+	objs := putRandom(mem, r, "g%d", 20, 3000)
+	c := openCache(t, dir, Options{})
+	s := c.Source(mem)
+	for _, o := range objs {
+		readAll(t, s, o)
+	}
+	c.Close()
+
+	c = openCache(t, dir, Options{})
+	defer c.Close()
+	s = c.Source(mem)
+	keep := backend.NewListing(objs[:5])
+	if n := c.EvictStale(mem.ID(), keep); n != 15 {
+		t.Fatalf("evicted %d, want 15", n)
+	}
+	for _, o := range objs[5:] {
+		if s.ChunkCached(o, 0) {
+			t.Fatalf("%s: evicted, yet said cached", o.Key)
+		}
+	}
+	if got, want := c.Used(), cachedSum(s, objs); got != want || got != 5*3000 {
+		t.Fatalf("used %d, cached objects hold %d, want %d", got, want, 5*3000)
+	}
+	before := mem.Reads.Load()
+	readAll(t, s, objs[7])
+	if mem.Reads.Load() == before {
+		t.Fatal("an evicted object was served from the cache")
+	}
+}
