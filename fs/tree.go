@@ -86,6 +86,11 @@ func (t *tree) ino(e entry) uint64 {
 // obj is the object of file e.
 func (t *tree) obj(e entry) backend.Object { return t.l.At(int(t.files[e.idx])) }
 
+// isFileKey reports whether file i exists and its key is p.
+func (t *tree) isFileKey(i uint32, p string) bool {
+	return int(i) < len(t.files) && t.l.Key(int(t.files[i])) == p
+}
+
 // Object is file ref's object: the tree is the readahead.Objects of the
 // mount's declared orders, whose items name files by index.
 func (t *tree) Object(ref uint32) backend.Object { return t.obj(entry{idx: ref}) }

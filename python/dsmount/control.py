@@ -110,6 +110,27 @@ class Relativizer:
                 return p[len(prefix):]
         return None
 
+    def many(self, paths):
+        """``[self(p) for p in paths]``, twice as fast for a list of clean
+        absolute str paths under one spelling of the root (what a dataset
+        over the mount holds): they are checked as one joined string."""
+        paths = list(paths)
+        try:
+            joined = "\0".join(paths)
+        except TypeError:  # bytes or os.PathLike among them
+            joined = None
+        n = len(paths)
+        # No NUL in any path, none ending in "/" and no "//" or "/."
+        # anywhere: with every path starting with a prefix (which ends in
+        # "/"), every rest is clean (_is_clean).
+        if (joined and joined.count("\0") == n - 1 and joined[-1] != "/" and "//" not in joined
+                and "/." not in joined and "/\0" not in joined):
+            for prefix in self.prefixes:
+                if joined.startswith(prefix) and joined.count("\0" + prefix) == n - 1:
+                    cut = len(prefix)
+                    return [p[cut:] for p in paths]
+        return [self(p) for p in paths]
+
     def __call__(self, path):
         p = path if type(path) is str else _as_str(path)
         if p[:1] == "/":

@@ -230,7 +230,7 @@ class OrderedSampler:
             return None
         if self._table is None:
             if self._relpaths is None:
-                self._relpaths = [self._relative(p) for p in self.paths]
+                self._relpaths = self._relative.many(self.paths)
             try:
                 self._table = PathTable(self._relpaths)
             except ValueError:
@@ -242,7 +242,7 @@ class OrderedSampler:
         if callable(self.paths):
             return [self._relative(self.paths(i)) for i in indices]
         if self._relpaths is None:
-            self._relpaths = [self._relative(p) for p in self.paths]
+            self._relpaths = self._relative.many(self.paths)
         rel = self._relpaths
         return [rel[i] for i in indices]
 

@@ -5,6 +5,7 @@ import tempfile
 import unittest
 
 from dsmount import CONTROL_NAME, Client, DsmountError, find_mount_root, relative_path
+from dsmount.control import Relativizer
 
 from .fakes import FakeDaemon
 
@@ -29,6 +30,29 @@ class RelativePathTest(unittest.TestCase):
         for p in ["/mnt/other/a.jpg", "/mnt/dsx/a.jpg", "/mnt/ds", "../a.jpg", "a/../../b", "."]:
             with self.subTest(p=p), self.assertRaises(ValueError):
                 relative_path("/mnt/ds", p)
+
+    def test_many_is_each(self):
+        # many() takes a joined-string shortcut for clean absolute paths;
+        # whatever the list, it must answer what a call per path does.
+        r = Relativizer("/mnt/ds")
+        lists = [
+            ["/mnt/ds/a/b.jpg", "/mnt/ds/c.jpg"],
+            ["/mnt/ds/a/b.jpg", "/mnt/ds/x/../c.jpg"],
+            ["/mnt/ds/a//b.jpg", "/mnt/ds/c.jpg"],
+            ["/mnt/ds/.hidden/b.jpg", "/mnt/ds/c.jpg"],
+            ["/mnt/ds/a/", "/mnt/ds/c.jpg"],
+            ["a/b.jpg", "/mnt/ds/c.jpg"],
+            ["/mnt/ds/a.jpg", b"/mnt/ds/b.jpg"],
+            ["/mnt/ds/a\0/mnt/ds/b.jpg"],
+            ["/mnt/ds/a.jpg/mnt/ds/b.jpg", "/mnt/ds/c.jpg"],
+            [],
+        ]
+        for paths in lists:
+            with self.subTest(paths=paths):
+                self.assertEqual(r.many(paths), [r(p) for p in paths])
+        for paths in [["/mnt/ds/a.jpg", "/mnt/dsx/b.jpg"], ["/mnt/ds/a.jpg", "/mnt/ds"], ["/mnt/ds/a.jpg", "/mnt/ds/"]]:
+            with self.subTest(paths=paths), self.assertRaises(ValueError):
+                r.many(paths)
 
     def test_symlinked_root(self):
         with tempfile.TemporaryDirectory() as d:
