@@ -44,6 +44,11 @@ type Options struct {
 	// never takes those.
 	FetchSlots int
 
+	// CapacityFromUsed, if set, makes the capacity what it returns for
+	// the bytes already cached, once the start-up scan has counted them
+	// (StartIndexScan); Capacity waits for that. Capacity is then unused.
+	CapacityFromUsed func(used int64) int64
+
 	// spaceCheckEvery paces the free-space check (tests slow it down).
 	spaceCheckEvery time.Duration
 }
@@ -59,8 +64,10 @@ const DefaultFetchSlots = 128
 // Cache is a persistent chunk cache shared by any number of sources
 // (mounts) in one process. See the package doc for layout and invariants.
 type Cache struct {
-	dir       string
-	capacity  atomic.Int64
+	dir      string
+	capacity atomic.Int64
+	// capFunc is Options.CapacityFromUsed: the scan sets capacity by it.
+	capFunc   func(used int64) int64
 	chunkSize int64
 	policy    Policy
 	log       *slog.Logger
@@ -94,8 +101,12 @@ type Cache struct {
 	pruned    uint64
 	closed    bool
 	// ready is closed when the start-up scan of the object records is
-	// done (records.go): used is complete from then on.
-	ready chan struct{}
+	// done (records.go): used is complete from then on. snap is the
+	// index as Open found it, which the scan reads; scanOnce starts the
+	// scan (or, at Close, drops snap if it never started).
+	ready    chan struct{}
+	snap     *badger.Txn
+	scanOnce sync.Once
 
 	spaceMu sync.Mutex   // serialises reservations (reserve)
 	used    atomic.Int64 // bytes of present chunks, pending or durable
@@ -152,6 +163,7 @@ func Open(dir string, opts Options) (*Cache, error) {
 		ready:     make(chan struct{}),
 	}
 	c.capacity.Store(opts.Capacity)
+	c.capFunc = opts.CapacityFromUsed
 	if opts.FetchSlots <= 0 {
 		opts.FetchSlots = DefaultFetchSlots
 	}
@@ -178,9 +190,7 @@ func Open(dir string, opts Options) (*Cache, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	// The snapshot the start-up scan reads, taken before anything writes.
-	snap := c.db.NewTransaction(false)
-	c.maintenance.Add(1)
-	go c.loadIndex(snap)
+	c.snap = c.db.NewTransaction(false)
 	index := &indexFiles{dir: filepath.Join(c.dir, "index"), space: c.space, done: map[string]int64{}}
 	index.prepare()
 	c.dropper = startDropper(c)
@@ -287,6 +297,10 @@ func (c *Cache) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.cancel()
+	c.scanOnce.Do(func() {
+		c.snap.Discard()
+		close(c.ready)
+	})
 	c.fetches.Wait()
 	c.flights.workers.close()
 	c.maintenance.Wait()
@@ -320,18 +334,40 @@ func (c *Cache) Dir() string { return c.dir }
 // ChunkSize is the cache's chunk size.
 func (c *Cache) ChunkSize() int64 { return c.chunkSize }
 
-// Capacity is the configured capacity in bytes (0: unlimited).
-func (c *Cache) Capacity() int64 { return c.capacity.Load() }
+// Capacity is the configured capacity in bytes (0: unlimited). Under
+// Options.CapacityFromUsed it waits for the start-up count.
+func (c *Cache) Capacity() int64 {
+	if c.capFunc != nil {
+		c.awaitIndex()
+	}
+	return c.capacity.Load()
+}
 
 // SetCapacity changes the capacity (0: unlimited). Lowering it evicts
 // nothing at once; new data is admitted only as the policy makes room.
-func (c *Cache) SetCapacity(n int64) { c.capacity.Store(max(n, 0)) }
+func (c *Cache) SetCapacity(n int64) {
+	if c.capFunc != nil {
+		c.awaitIndex() // after the capacity the count sets, not before
+	}
+	c.capacity.Store(max(n, 0))
+}
 
 // Used is the number of bytes of cached chunks. Just after Open it waits
-// for the records to be counted.
+// for the records to be counted (StartIndexScan).
 func (c *Cache) Used() int64 {
 	c.awaitIndex()
 	return c.used.Load()
+}
+
+// UsedIfCounted is Used without the wait: false while the records are
+// still being counted.
+func (c *Cache) UsedIfCounted() (int64, bool) {
+	select {
+	case <-c.ready:
+		return c.used.Load(), true
+	default:
+		return 0, false
+	}
 }
 
 type badgerLogger struct{ l *slog.Logger }

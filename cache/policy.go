@@ -36,8 +36,37 @@ func (fillAndHold) Accessed(ObjectID)                       {}
 func (fillAndHold) Removed(ObjectID)                        {}
 func (fillAndHold) Victim(ObjectID, int64) (ObjectID, bool) { return ObjectID{}, false }
 
-// keepsNothing: the start-up scan need not tell it what is cached.
-func (fillAndHold) keepsNothing() {}
+// StartupTell: fill-and-hold keeps nothing to be told.
+func (fillAndHold) StartupTell() Tell { return TellNothing }
+
+// Tell is how a restart's scan of the index tells a Policy what is cached
+// (Added for each object): see StartupHint.
+type Tell int
+
+const (
+	// TellByAccess: oldest access first, which a recency policy needs.
+	// The scan collects every cached object and sorts them first.
+	TellByAccess Tell = iota
+	// TellAnyOrder: as the records are read.
+	TellAnyOrder
+	// TellNothing: the policy keeps no state of what is cached.
+	TellNothing
+)
+
+// StartupHint is implemented by a Policy that needs less than TellByAccess
+// (the default) at a restart: for a million cached objects, collecting
+// and sorting them costs tens of megabytes and a CPU-second.
+type StartupHint interface {
+	StartupTell() Tell
+}
+
+// StartupTell is how p wants to be told what a restart finds cached.
+func StartupTell(p Policy) Tell {
+	if h, ok := p.(StartupHint); ok {
+		return h.StartupTell()
+	}
+	return TellByAccess
+}
 
 // lru evicts the least recently accessed object. Kept for comparison and for
 // workloads with real recency (not shuffled epochs).

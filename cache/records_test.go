@@ -151,3 +151,30 @@ func TestEvictedObjectStaysGone(t *testing.T) {
 		t.Fatal("an evicted object was served from the cache")
 	}
 }
+
+// TestCapacityFromUsed: nothing counts the cached bytes until asked (a
+// daemon asks once its mounts are up); the capacity made from them waits
+// for the count.
+func TestCapacityFromUsed(t *testing.T) {
+	dir := t.TempDir()
+	mem := memory.New()
+	objs := putRandom(mem, rand.New(rand.NewPCG(45, 46)), "c%d", 4, 2000)
+	c := openCache(t, dir, Options{})
+	s := c.Source(mem)
+	for _, o := range objs {
+		readAll(t, s, o)
+	}
+	c.Close()
+
+	c = openCache(t, dir, Options{CapacityFromUsed: func(used int64) int64 { return used + 5000 }})
+	defer c.Close()
+	if _, ok := c.UsedIfCounted(); ok {
+		t.Fatal("the records were counted before anything asked")
+	}
+	if got := c.Capacity(); got != 4*2000+5000 {
+		t.Fatalf("capacity %d, want %d", got, 4*2000+5000)
+	}
+	if used, ok := c.UsedIfCounted(); !ok || used != 4*2000 {
+		t.Fatalf("after Capacity: used %d, counted %v; want %d, true", used, ok, 4*2000)
+	}
+}

@@ -75,7 +75,7 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, prio Pri
 	if o.present(idx) {
 		return WarmAlreadyCached, nil
 	}
-	if capacity := c.capacity.Load(); capacity > 0 && c.Used()+meta.chunkLen(idx) > capacity {
+	if used, capacity := c.Used(), c.capacity.Load(); capacity > 0 && used+meta.chunkLen(idx) > capacity {
 		return 0, ErrFull
 	}
 	res, err := s.chunkStored(ctx, meta, obj, idx, prio, fetched)

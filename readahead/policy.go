@@ -49,6 +49,14 @@ func (p *orderPolicy) Added(id cache.ObjectID, n int64) {
 
 func (p *orderPolicy) Accessed(id cache.ObjectID) { p.fallback.Accessed(id) }
 
+// StartupTell: the resident set has no order; the fallback may want one.
+func (p *orderPolicy) StartupTell() cache.Tell {
+	if cache.StartupTell(p.fallback) == cache.TellByAccess {
+		return cache.TellByAccess
+	}
+	return cache.TellAnyOrder
+}
+
 func (p *orderPolicy) Removed(id cache.ObjectID) {
 	p.mu.Lock()
 	delete(p.resident, id)

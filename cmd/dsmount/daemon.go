@@ -72,7 +72,8 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 		Logger: log, JobTimeout: cf.jobTimeout, Parallel: cf.prefetchParallel, Lead: cf.prefetchLead, PolicyInstalled: cf.policy == policyOrder,
 		Capacity: func() (int64, int64) {
 			if c := opened.Load(); c != nil {
-				return c.Capacity(), c.Used()
+				used := c.Used() // first: the capacity may wait for it
+				return c.Capacity(), used
 			}
 			return 0, 0
 		},
@@ -81,7 +82,15 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 	if cf.policy != policyOrder {
 		policy, _ = cache.PolicyByName(cf.policy)
 	}
-	c, err := cache.Open(cf.dir, cache.Options{Capacity: cf.capacity, ChunkSize: cf.chunkSize, Policy: policy, Logger: log})
+	copts := cache.Options{Capacity: cf.capacity, ChunkSize: cf.chunkSize, Policy: policy, Logger: log}
+	// Without --cache-size the capacity is what is cached plus most of
+	// the free space, set once the cache has counted what it holds: room
+	// is set below, before anything can start the count.
+	var room int64
+	if cf.capacity == 0 {
+		copts.CapacityFromUsed = func(used int64) int64 { return used + room }
+	}
+	c, err := cache.Open(cf.dir, copts)
 	if err != nil {
 		ra.Close()
 		return nil, err
@@ -94,15 +103,15 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 			c.Close()
 			return nil, fmt.Errorf("--cache-size not given and the free space of %s is unknown: %w", cf.dir, err)
 		}
-		capacity := c.Used() + max(free-cache.KeepFree, 0)*4/5
-		if capacity < cf.chunkSize {
-			// 0 would mean unlimited: a full disk must not.
+		room = max(free-cache.KeepFree, 0) * 4 / 5
+		// 0 would mean unlimited: a full disk must not. (Counting what
+		// is cached only when the free space alone is too little.)
+		if room < cf.chunkSize && c.Used()+room < cf.chunkSize {
 			ra.Close()
 			c.Close()
 			return nil, fmt.Errorf("--cache-size not given and %s has %s free: free some space, pick another --cache-dir or give --cache-size: %w",
 				cf.dir, humanBytes(free), cache.ErrNoSpace)
 		}
-		c.SetCapacity(capacity)
 	}
 	d := &daemon{cache: c, ra: ra, streams: readahead.NewStreams(0, 0), opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}, pending: map[string]bool{}}
 	sock := filepath.Join(cf.dir, socketName)
@@ -195,9 +204,22 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 	d.wg.Add(1)
 	d.mu.Unlock()
 	go d.watch(m, release)
+	// The cache counts what it holds once a mount is up, not before.
+	d.cache.StartIndexScan()
+	used, capacity := d.cacheSize()
 	d.log.Info("mounted", "source", b.ID(), "mountpoint", req.Mountpoint, "files", m.Files(), "dirs", m.Dirs(),
-		"fast_path", m.FastPathMode(), "cache_dir", d.opts.dir, "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
+		"fast_path", m.FastPathMode(), "cache_dir", d.opts.dir, "cache_used", used, "cache_capacity", capacity, "chunk_size", d.cache.ChunkSize(), "daemon_pid", os.Getpid())
 	return m, nil
+}
+
+// cacheSize is the cache's used bytes and capacity for a log line, or
+// "counting" for both while the cache still counts what it holds.
+func (d *daemon) cacheSize() (used, capacity any) {
+	n, ok := d.cache.UsedIfCounted()
+	if !ok {
+		return "counting", "counting"
+	}
+	return n, d.cache.Capacity()
 }
 
 // watch forgets a mount once its server stops (unmounted from outside or

@@ -361,7 +361,8 @@ unmounts everything and exits.`,
 			if err != nil {
 				return err
 			}
-			log.Info("daemon ready", "cache_dir", cf.dir, "socket", filepath.Join(cf.dir, socketName), "cache_used", d.cache.Used(), "cache_capacity", d.cache.Capacity(), "pid", os.Getpid())
+			used, capacity := d.cacheSize()
+			log.Info("daemon ready", "cache_dir", cf.dir, "socket", filepath.Join(cf.dir, socketName), "cache_used", used, "cache_capacity", capacity, "pid", os.Getpid())
 			return d.run(ctx)
 		},
 	}

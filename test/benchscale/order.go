@@ -291,9 +291,14 @@ func (e *env) remount(c *carried) {
 	}
 	e.rows = append(e.rows, r, e.rssRow("h. daemon RSS after the remount", ""))
 	logf("remounted in %v", d)
+	// The cache counts its records in the background once the mount is
+	// up; stats waits for that count.
+	t0 = time.Now()
 	if st, err := testenv.StatsErr(e.bin, e.mnt); err != nil || st.Mount.Files != int64(e.keys.Len()) {
 		e.notes = append(e.notes, fmt.Sprintf("stats after the remount: %d files (want %d), %v", st.Mount.Files, e.keys.Len(), err))
 	}
+	e.rows = append(e.rows, row{step: "h. `dsmount stats` right after the remount (waits for the cache to count its records)", figure: fmtDur(time.Since(t0))},
+		e.rssRow("h. daemon RSS after that count", ""))
 	e.problemLogs("remount")
 	if err := e.m.StopErr(); err != nil {
 		e.notes = append(e.notes, "stopping the remount: "+firstLine(err.Error()))
