@@ -330,3 +330,29 @@ func TestPythonUnitTests(t *testing.T) {
 		t.Fatalf("python unit tests in %s did not report OK:\n%s", dir, out)
 	}
 }
+
+// TestPythonLoaders: dsmount.pil_loader and dsmount.read_bytes in a real
+// DataLoader (2 worker processes) over a real mount give, image for image,
+// what Pillow decodes from the local files (JPEG and PNG of several modes
+// and sizes), read cold through the daemon.
+func TestPythonLoaders(t *testing.T) {
+	env := pythonEnv(t)
+	script := filepath.Join(pythonDir(t), "tests", "integration_loaders.py")
+	src := t.TempDir()
+	runPython(t, env, 2*time.Minute, script, "--make", "--local", src, "--count", "200")
+	mp := startPythonMount(t, src)
+	r := runPython(t, env, 5*time.Minute, script, "--local", src, "--mount", mp, "--workers", "2")
+	var out struct {
+		Images  int `json:"images"`
+		Checked int `json:"checked"`
+	}
+	if err := testenv.DecodeJSONObject(r.Stdout, &out); err != nil {
+		t.Fatalf("integration_loaders.py output: %v\nstderr: %s", err, r.Stderr)
+	}
+	if out.Images != 200 || out.Checked != 200 {
+		t.Fatalf("checked %d of %d images, want 200 of 200", out.Checked, out.Images)
+	}
+	if s := testenv.Stats(t, dsmountBin, mp); s.Mount.Reads == 0 {
+		t.Error("the mount served no reads: the images were not read through it")
+	}
+}

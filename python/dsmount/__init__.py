@@ -9,6 +9,9 @@ what the declared orders need soonest.
   order (and the next one's) before yielding indices.
 * :func:`declare_order`, :func:`end_job` and :func:`stats` speak to the
   daemon directly through the mount's hidden control entry.
+* :func:`read_bytes` and :func:`pil_loader` read a sample without the
+  ``isatty()`` ioctl that Python's default ``open()`` sends the daemon for
+  every file: ``ImageFolder(root, loader=dsmount.pil_loader)``.
 * :class:`StagingLoader` (in :mod:`dsmount.staging`) overlaps host-to-GPU
   copies with compute.
 
@@ -17,6 +20,7 @@ Only the standard library is needed; torch is imported where it is used.
 
 from .control import (CONTROL_NAME, Client, DsmountError, PathTable, declare_order, end_job,
                       find_mount_root, relative_path, stats)
+from .loaders import pil_loader, read_bytes
 from .sampler import OrderedSampler, default_job_name
 
 
@@ -31,5 +35,5 @@ def __getattr__(name):
 __all__ = [
     "CONTROL_NAME", "Client", "DsmountError", "OrderedSampler", "PathTable", "StagingLoader",
     "declare_order", "default_job_name", "end_job", "find_mount_root",
-    "relative_path", "stats",
+    "pil_loader", "read_bytes", "relative_path", "stats",
 ]

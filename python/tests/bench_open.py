@@ -16,6 +16,10 @@ after one untimed pass (so the page cache is as warm on both sides) and
 
 Usage:
   bench_open.py --root DIR --list FILE [--buffering -1] [--passes 1]
+                [--reader open|read_bytes]
+
+--reader read_bytes reads each file with dsmount.read_bytes (this
+checkout's python/ package) instead of open(); --buffering is then unused.
 """
 
 import argparse
@@ -33,26 +37,38 @@ def read_all(paths, buffering):
     return total
 
 
+def read_all_with(reader):
+    def read(paths, _buffering):
+        return sum(len(reader(p)) for p in paths)
+    return read
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", required=True)
     ap.add_argument("--list", required=True)
     ap.add_argument("--buffering", type=int, default=-1)
     ap.add_argument("--passes", type=int, default=1)
+    ap.add_argument("--reader", choices=["open", "read_bytes"], default="open")
     a = ap.parse_args()
+    read_all_files = read_all
+    if a.reader == "read_bytes":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from dsmount import read_bytes
+        read_all_files = read_all_with(read_bytes)
     with open(a.list) as f:
         paths = [os.path.join(a.root, line.rstrip("\n")) for line in f if line.strip()]
     want = sum(os.stat(p).st_size for p in paths)
-    if read_all(paths, a.buffering) != want:
+    if read_all_files(paths, a.buffering) != want:
         print("bench_open.py: untimed pass read the wrong number of bytes", file=sys.stderr)
         return 1
     t0 = time.perf_counter()
     for _ in range(a.passes):
-        if read_all(paths, a.buffering) != want:
+        if read_all_files(paths, a.buffering) != want:
             print("bench_open.py: a timed pass read the wrong number of bytes", file=sys.stderr)
             return 1
     seconds = time.perf_counter() - t0
-    print(json.dumps({"files": len(paths), "bytes": want, "seconds": seconds / a.passes, "buffering": a.buffering}))
+    print(json.dumps({"files": len(paths), "bytes": want, "seconds": seconds / a.passes, "buffering": a.buffering, "reader": a.reader}))
     return 0
 
 

@@ -24,8 +24,9 @@
 //     shuffle; one warm-up epoch then one timed epoch per invocation;
 //     samples/s, mount vs direct. Target >= 0.8x.
 //     3b. context for 3, without torch: one Python process reading every
-//     file whole with open(buffering=-1) and open(buffering=0)
-//     (python/tests/bench_open.py), files/s, mount vs direct, and the
+//     file whole with open(buffering=-1), open(buffering=0) and
+//     dsmount.read_bytes (python/tests/bench_open.py), files/s, mount vs
+//     direct, and the
 //     daemon's CPU per file (the isatty() ioctl of a buffered open() is a
 //     round trip to it).
 //  4. `ls -lR` of the tree (LC_ALL=C, to /dev/null), wall time, mount vs
@@ -371,16 +372,21 @@ func main() {
 	}
 
 	// Pass 3b: what the loader's gap is made of, without torch: one Python
-	// process reading every file whole, default buffering and buffering=0.
+	// process reading every file whole, default buffering, buffering=0 and
+	// the Python package's read_bytes.
 	if !c.skipLoader {
 		list := filepath.Join(work, "files.txt")
 		script := filepath.Join(repo, "python", "tests", "bench_open.py")
-		for _, buffering := range []int{-1, 0} {
-			p := &pass{name: fmt.Sprintf("3b. one Python process, open(buffering=%d).read() per file", buffering),
+		for _, way := range []struct{ name, reader, buffering string }{
+			{"open(buffering=-1).read()", "open", "-1"},
+			{"open(buffering=0).read()", "open", "0"},
+			{"dsmount.read_bytes()", "read_bytes", "0"},
+		} {
+			p := &pass{name: fmt.Sprintf("3b. one Python process, %s per file", way.name),
 				unit: "files/s", refName: "direct"}
 			var dcpu []float64
 			openRead := func(root string) float64 {
-				cmd := exec.Command(c.python, script, "--root", root, "--list", list, "--buffering", fmt.Sprint(buffering))
+				cmd := exec.Command(c.python, script, "--root", root, "--list", list, "--buffering", way.buffering, "--reader", way.reader)
 				var stdout, stderr bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
 				if err := cmd.Run(); err != nil {
