@@ -160,8 +160,8 @@ func pythonEnv(t *testing.T) []string {
 	out, err := exec.Command(systemPython, "-c", "import torch; print(torch.__version__)").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s cannot import torch (%v): %s\n"+
-			"The Python tests need Debian's python3-torch and python3-numpy: test/run.sh installs them "+
-			"(with fuse3, via apt-get); or run: apt-get install -y python3-torch python3-numpy",
+			"The Python tests need Debian's python3-torch, python3-numpy, python3-pil and python3-torchvision: "+
+			"test/run.sh installs them (with fuse3, via apt-get); or run: apt-get install -y python3-torch python3-numpy python3-pil python3-torchvision",
 			systemPython, err, strings.TrimSpace(string(out)))
 	}
 	t.Logf("%s: torch %s", systemPython, strings.TrimSpace(string(out)))
@@ -334,7 +334,9 @@ func TestPythonUnitTests(t *testing.T) {
 // TestPythonLoaders: dsmount.pil_loader and dsmount.read_bytes in a real
 // DataLoader (2 worker processes) over a real mount give, image for image,
 // what Pillow decodes from the local files (JPEG and PNG of several modes
-// and sizes), read cold through the daemon.
+// and sizes), read cold through the daemon; then the short image pipeline
+// (torchvision ImageFolder with pil_loader, RandomResizedCrop, ToTensor)
+// runs over the mount and sees the local copy's classes and samples.
 func TestPythonLoaders(t *testing.T) {
 	env := pythonEnv(t)
 	script := filepath.Join(pythonDir(t), "tests", "integration_loaders.py")
@@ -343,14 +345,16 @@ func TestPythonLoaders(t *testing.T) {
 	mp := startPythonMount(t, src)
 	r := runPython(t, env, 5*time.Minute, script, "--local", src, "--mount", mp, "--workers", "2")
 	var out struct {
-		Images  int `json:"images"`
-		Checked int `json:"checked"`
+		Images   int `json:"images"`
+		Checked  int `json:"checked"`
+		Pipeline int `json:"pipeline_images"`
+		Classes  int `json:"classes"`
 	}
 	if err := testenv.DecodeJSONObject(r.Stdout, &out); err != nil {
 		t.Fatalf("integration_loaders.py output: %v\nstderr: %s", err, r.Stderr)
 	}
-	if out.Images != 200 || out.Checked != 200 {
-		t.Fatalf("checked %d of %d images, want 200 of 200", out.Checked, out.Images)
+	if out.Images != 200 || out.Checked != 200 || out.Pipeline != 200 || out.Classes != 7 {
+		t.Fatalf("checked %d of %d images, the pipeline saw %d in %d classes; want 200 of 200, 200 in 7", out.Checked, out.Images, out.Pipeline, out.Classes)
 	}
 	if s := testenv.Stats(t, dsmountBin, mp); s.Mount.Reads == 0 {
 		t.Error("the mount served no reads: the images were not read through it")

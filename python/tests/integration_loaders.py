@@ -1,14 +1,16 @@
 """dsmount's sample loaders in a real DataLoader over a real mount.
 
 Run by test/python_test.go (TestPythonLoaders). With --make it writes
---count images (JPEG and PNG, several sizes and modes, seeded) under
---local and exits. Otherwise it reads every image of --local through
---mount: a DataLoader (--workers worker processes) over a Dataset whose
-item is (index, dsmount.pil_loader(path) as bytes, len(dsmount.read_bytes(path))),
-and checks each decoded image against Pillow's decoding of the local file
-and each byte count against the local size. It prints
-{"images": N, "checked": N} and exits 0, or says what differs on stderr
-and exits 1.
+--count images (JPEG and PNG, several sizes and modes, seeded) in class
+directories under --local and exits. Otherwise it reads every image of
+--local through --mount: a DataLoader (--workers worker processes) over a
+Dataset whose item is (index, dsmount.pil_loader(path) as bytes,
+len(dsmount.read_bytes(path))), checking each decoded image against
+Pillow's decoding of the local file and each byte count against the local
+size; then the short image pipeline (torchvision ImageFolder with
+dsmount.pil_loader, RandomResizedCrop(224), ToTensor, batches of 16). It
+prints {"images": N, "checked": N, "pipeline_images": N, "classes": C}
+and exits 0, or says what differs on stderr and exits 1.
 """
 
 import argparse
@@ -47,11 +49,15 @@ def listing(local):
 def check(mount, local, workers):
     import torch
     from torch.utils.data import DataLoader, Dataset
+    from torchvision import datasets, transforms
 
     import dsmount
 
     rel = listing(local)
 
+    # 1. Every image, decoded by dsmount.pil_loader in DataLoader workers
+    # through the mount, against Pillow's decoding of the local file; and
+    # dsmount.read_bytes's byte count against the local size.
     class Images(Dataset):
         def __len__(self):
             return len(rel)
@@ -73,8 +79,27 @@ def check(mount, local, workers):
             print("%s: read_bytes gave %d bytes, the file has %d" % (rel[i], n, os.path.getsize(os.path.join(local, rel[i]))), file=sys.stderr)
             return 1
         checked += 1
-    print(json.dumps({"images": len(rel), "checked": checked}))
-    return 0 if checked == len(rel) else 1
+
+    # 2. The pipeline users run: ImageFolder over the mount with
+    # dsmount.pil_loader, RandomResizedCrop(224) and ToTensor, batches of
+    # 16 from the workers; it must see the same classes and samples as
+    # ImageFolder over the local copy.
+    tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.ToTensor()])
+    over_mount = datasets.ImageFolder(mount, transform=tf, loader=dsmount.pil_loader)
+    over_local = datasets.ImageFolder(local)
+    if over_mount.classes != over_local.classes or [(os.path.relpath(p, mount), c) for p, c in over_mount.samples] != \
+            [(os.path.relpath(p, local), c) for p, c in over_local.samples]:
+        print("ImageFolder over the mount lists other classes or samples than over the local copy", file=sys.stderr)
+        return 1
+    batches, images = 0, 0
+    for x, y in DataLoader(over_mount, batch_size=16, num_workers=workers, shuffle=True):
+        if tuple(x.shape[1:]) != (3, 224, 224) or x.shape[0] != y.shape[0]:
+            print("pipeline batch of shape %s with %d labels" % (tuple(x.shape), y.shape[0]), file=sys.stderr)
+            return 1
+        batches += 1
+        images += x.shape[0]
+    print(json.dumps({"images": len(rel), "checked": checked, "pipeline_images": images, "classes": len(over_mount.classes)}))
+    return 0 if checked == len(rel) and images == len(rel) else 1
 
 
 def main():
