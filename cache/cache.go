@@ -107,6 +107,9 @@ type Cache struct {
 	ready    chan struct{}
 	snap     *badger.Txn
 	scanOnce sync.Once
+	// recorded holds the IDs of the records the scan found; set before
+	// ready is closed, nil if the scan was cut short (idfilter.go).
+	recorded *idFilter
 
 	spaceMu sync.Mutex   // serialises reservations (reserve)
 	used    atomic.Int64 // bytes of present chunks, pending or durable

@@ -67,6 +67,7 @@ func (c *Cache) loadIndex(snap *badger.Txn) {
 	var used int64
 	live := make(map[uint64]int64)
 	var cached []recordSummary
+	var ids []ObjectID // every record's, for c.recorded
 	tell := StartupTell(c.policy)
 	// Values not prefetched: read in place, they cost no copy.
 	it := snap.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixObject}})
@@ -82,6 +83,7 @@ func (c *Cache) loadIndex(snap *badger.Txn) {
 		}
 		var s recordSummary
 		copy(s.id[:], item.Key()[1:])
+		ids = append(ids, s.id)
 		var rec objectRecord
 		if err := item.Value(rec.unmarshalCounts); err != nil {
 			c.log.Warn("cache: skipping corrupt object record", "id", s.id, "err", err)
@@ -111,6 +113,7 @@ func (c *Cache) loadIndex(snap *badger.Txn) {
 		c.packs.known(id).live.Add(n)
 	}
 	c.packs.removeUnused()
+	c.recorded = newIDFilter(ids)
 	// Oldest access first, as a recency policy wants to hear them.
 	sort.Slice(cached, func(i, j int) bool { return cached[i].accessed < cached[j].accessed })
 	for _, s := range cached {
@@ -123,6 +126,19 @@ func (c *Cache) loadIndex(snap *badger.Txn) {
 func (c *Cache) awaitIndex() {
 	c.StartIndexScan()
 	<-c.ready
+}
+
+// mayHaveRecord is false when id surely has no record to believe: the
+// scan is done, its snapshot held none for id, and id is not in memory
+// (a record written since is an object's in memory, or an evicted one's,
+// which is not believed either).
+func (c *Cache) mayHaveRecord(id ObjectID) bool {
+	select {
+	case <-c.ready:
+		return c.recorded == nil || c.recorded.mayHave(id)
+	default:
+		return true
+	}
 }
 
 // readRecord reads id's object record. A corrupt record reads as none, as
@@ -162,9 +178,13 @@ func (c *Cache) materialize(id ObjectID, meta *objectMeta) (*object, error) {
 		if o != nil {
 			return o, nil
 		}
-		rec, found, err := c.readRecord(id)
-		if err != nil {
-			return nil, err
+		var rec objectRecord
+		found := false
+		if c.mayHaveRecord(id) {
+			var err error
+			if rec, found, err = c.readRecord(id); err != nil {
+				return nil, err
+			}
 		}
 		c.mu.Lock()
 		if o := c.objects[id]; o != nil {

@@ -178,3 +178,36 @@ func TestCapacityFromUsed(t *testing.T) {
 		t.Fatalf("after Capacity: used %d, counted %v; want %d, true", used, ok, 4*2000)
 	}
 }
+
+// TestIDFilter: every ID added is found; few that weren't are.
+func TestIDFilter(t *testing.T) {
+	r := rand.New(rand.NewPCG(47, 48))
+	randID := func() (id ObjectID) {
+		for i := range id {
+			id[i] = byte(r.Uint32())
+		}
+		return id
+	}
+	ids := make([]ObjectID, 20000)
+	for i := range ids {
+		ids[i] = randID()
+	}
+	f := newIDFilter(ids)
+	for _, id := range ids {
+		if !f.mayHave(id) {
+			t.Fatalf("%v added but not found", id)
+		}
+	}
+	fp := 0
+	for range 20000 {
+		if f.mayHave(randID()) {
+			fp++
+		}
+	}
+	if fp > 600 {
+		t.Fatalf("%d of 20000 IDs never added were found: want about 1%%", fp)
+	}
+	if newIDFilter(nil).mayHave(randID()) {
+		t.Fatal("an empty filter found an ID")
+	}
+}
