@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
-	"github.com/dsmount/dsmount/backend/memory"
-	"github.com/dsmount/dsmount/cache"
 )
 
 // BenchmarkTable resolves ImageNet's path table (1,281,167 paths in 1,000
@@ -22,14 +20,7 @@ func BenchmarkTable(b *testing.B) {
 			payload = append(append(payload, key...), 0)
 		}
 	}
-	c, err := cache.Open(b.TempDir(), cache.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	src := c.Source(memory.New())
-	defer src.Close()
-	m := &Mount{tree: buildTree(l, time.Now(), ControlName), src: src}
+	m := tableMount(b, l)
 	m.tree.lookup("train") // the path index is built on first use
 	req := Request{Table: TableName(payload), tablePayload: payload}
 	b.ResetTimer()

@@ -11,6 +11,19 @@ import (
 	"github.com/dsmount/dsmount/cache"
 )
 
+// tableMount is a Mount of l with just what declarations by table need:
+// its tree and a source on a fresh cache.
+func tableMount(tb testing.TB, l *backend.Listing) *Mount {
+	c, err := cache.Open(tb.TempDir(), cache.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	src := c.Source(memory.New())
+	tb.Cleanup(src.Close)
+	return &Mount{tree: buildTree(l, time.Now(), ControlName), src: src}
+}
+
 // TestTableResolvesAsLookup: a table resolves each path to what a lookup
 // finds, whether the paths come in the listing's order (where the next
 // file is tried first) or not, with directories, missing, repeated and
@@ -25,14 +38,8 @@ func TestTableResolvesAsLookup(t *testing.T) {
 			sorted = append(sorted, key)
 		}
 	}
-	c, err := cache.Open(t.TempDir(), cache.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	src := c.Source(memory.New())
-	defer src.Close()
-	m := &Mount{tree: buildTree(l, time.Now(), ControlName), src: src}
+	m := tableMount(t, l)
+	src := m.src
 
 	shuffled := append([]string(nil), sorted...)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })

@@ -38,8 +38,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -181,7 +179,7 @@ func main() {
 // epochsOn runs two epochs of the pipeline over root after dropping the
 // page cache: the first cold, the second hot.
 func epochsOn(t *testenv.ProgramT, repo, root string, workers, batch int, declare bool) epochs {
-	if err := dropCaches(); err != nil {
+	if err := testenv.DropCaches(); err != nil {
 		t.Fatalf("%v", err)
 	}
 	args := []string{"--root", root, "--workers", fmt.Sprint(workers), "--epochs", "2", "--batch", fmt.Sprint(batch)}
@@ -227,14 +225,6 @@ func ensurePython() error {
 		}
 	}
 	return exec.Command(python, "-c", "import torch, torchvision, PIL").Run()
-}
-
-func dropCaches() error {
-	unix.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200); err != nil {
-		return fmt.Errorf("drop caches (needs root): %w", err)
-	}
-	return nil
 }
 
 func lastLines(s string, n int) string {

@@ -213,16 +213,6 @@ func (e *env) makeLocalDir(c int) error {
 	return nil
 }
 
-// dropCaches empties the page, dentry and inode caches, so a walk of the
-// mount asks the daemon for every entry again.
-func dropCaches() error {
-	unix.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200); err != nil {
-		return fmt.Errorf("drop caches: %w", err)
-	}
-	return nil
-}
-
 // procMem is pid's VmRSS and VmHWM (peak RSS) in bytes, -1 if unknown.
 func procMem(pid int) (rss, hwm int64) {
 	rss, hwm = -1, -1

@@ -232,7 +232,7 @@ func shell(script string, args ...string) (string, time.Duration, error) {
 
 // countFiles times `find DIR -type f | wc -l` after dropping the caches.
 func countFiles(dir string) (int64, time.Duration, error) {
-	if err := dropCaches(); err != nil {
+	if err := testenv.DropCaches(); err != nil {
 		return 0, 0, err
 	}
 	out, d, err := shell(`find "$1" -type f | wc -l`, dir)
@@ -359,7 +359,7 @@ func timeLs(mnt, local string, want int) (lsTimes, error) {
 			times *[]float64
 			all   *[]time.Duration
 		}{{mnt, &mc, &t.mntColds}, {local, &lc, &t.localColds}} {
-			if err := dropCaches(); err != nil {
+			if err := testenv.DropCaches(); err != nil {
 				return t, err
 			}
 			d, err := run(side.dir)
@@ -437,7 +437,7 @@ func (e *env) warmAndEpoch(c *carried) {
 	}
 	step := fmt.Sprintf("f. cold epoch: %d other files, %d readers, every byte checked", n, e.cfg.readers)
 	logf("f: %s", step)
-	if err := dropCaches(); err != nil {
+	if err := testenv.DropCaches(); err != nil {
 		e.fail(step, err)
 		return
 	}
