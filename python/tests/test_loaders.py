@@ -18,13 +18,17 @@ class ReadBytesTest(unittest.TestCase):
     def test_whole_file(self):
         rng = random.Random(7)
         with tempfile.TemporaryDirectory() as d:
-            for size in [0, 1, 4095, 4096, 65536 + 3, (1 << 20) + 7]:
+            for size in [0, 1, 4095, 4096, 65536 + 3, (1 << 20) - 1, 1 << 20, (1 << 20) + 7, (3 << 20) + 11]:
                 with self.subTest(size=size):
                     data = bytes(rng.getrandbits(8) for _ in range(size))
                     p = os.path.join(d, "f%d" % size)
                     with open(p, "wb") as f:
                         f.write(data)
                     self.assertEqual(read_bytes(p), data)
+
+    def test_directory(self):
+        with tempfile.TemporaryDirectory() as d, self.assertRaises(IsADirectoryError):
+            read_bytes(d)
 
     def test_missing_file(self):
         with tempfile.TemporaryDirectory() as d, self.assertRaises(FileNotFoundError):
