@@ -32,13 +32,13 @@ if [[ ! -e /dev/fuse ]]; then
 	log "warning: /dev/fuse is missing; the mount tests will fail"
 fi
 
-if ! command -v fusermount3 >/dev/null 2>&1 || ! /usr/bin/python3 -c 'import torch, numpy, PIL, torchvision' >/dev/null 2>&1; then
-	log "installing fuse3 (fusermount3), Debian's PyTorch, torchvision and Pillow (for the DataLoader and image pipeline tests)"
+if ! command -v fusermount3 >/dev/null 2>&1 || ! /usr/bin/python3 -c 'import torch, numpy, PIL, torchvision, matplotlib' >/dev/null 2>&1; then
+	log "installing fuse3 (fusermount3), Debian's PyTorch, torchvision, Pillow and matplotlib (for the DataLoader and image pipeline tests and the pipeline plot)"
 	SUDO=""
 	if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get update -q
-	$SUDO apt-get install -y -q fuse3 python3-torch python3-numpy python3-pil python3-torchvision
+	$SUDO apt-get install -y -q fuse3 python3-torch python3-numpy python3-pil python3-torchvision python3-matplotlib
 fi
 
 if [[ ! -x "$MINIO_BIN" ]]; then

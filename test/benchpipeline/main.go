@@ -2,26 +2,40 @@
 // unnecessary advice for: a real PyTorch image pipeline (torchvision
 // ImageFolder, JPEG decode, RandomResizedCrop(224), ToTensor, batches of
 // 64) over a Caltech-256-like image folder in S3, read by 1 to 7 loader
-// workers, cold and hot, on the local copy and through dsmount with and
-// without the sampler declaring its orders.
+// workers, cold and hot, on the local copy, through dsmount with and
+// without the sampler declaring its orders, through rclone's mount with
+// its full VFS cache and through s3fs with its cache; then an epoch series
+// with a cache of half the dataset.
 //
 //	go run ./test/benchpipeline [--isolate-backend] [--images 6000] [--workers 1,2,4,7]
+//	    [--systems local,declared,undeclared,rclone,s3fs] [--series-epochs 4] [--series-workers 4]
+//	    [--plot docs/pipeline.png] [--json docs/pipeline.json]
 //
 // The images are real JPEGs (python/tests/gen_images.py: 256 classes,
 // 100-600 px a side, tens to hundreds of KB), uploaded to MinIO behind
-// toxiproxy adding --latency ms to every answer. Each system runs, per
-// worker count, one python/tests/bench_pipeline.py invocation of two
-// epochs: the first cold (the page cache dropped; for dsmount a fresh
-// cache and mount), the second hot. The reference of every ratio is the
-// local copy's rate from the same run; the store's ceiling (its own
-// parallel GETs of every image) is measured in the same run.
+// toxiproxy adding --latency ms to every answer; every mount reads the
+// bucket through that proxy. Each system runs, per worker count, one
+// python/tests/bench_pipeline.py invocation of two epochs: the first cold
+// (the page cache dropped; for a mount a fresh cache and mount), the
+// second hot. The reference of every ratio is the local copy's rate from
+// the same run; the store's ceiling (its own parallel GETs of every image)
+// is measured in the same run.
 //
-// Needs root (FUSE, drop_caches), Debian's python3-torch,
-// python3-torchvision and python3-pil (installed with apt-get if missing),
-// and the MinIO and toxiproxy binaries test/run.sh installs.
+// The series (series.go) runs --series-epochs epochs, one invocation each,
+// with --series-workers workers on one mount per system whose cache holds
+// half the images' bytes, the pipeline in a memory cgroup (what it needs
+// and a quarter of the images) whose page cache is emptied between
+// epochs; per epoch it reports images/s and the hit rate, 1 - (bytes MinIO
+// sent during the epoch / the images' bytes).
 //
-// Not yet here (issue 24): rclone and s3fs, the half-cache epoch series
-// and the plot.
+// The tables go to stdout; the results as JSON to --json, and a plot of
+// them (python/tests/plot_pipeline.py) to --plot, both relative to the
+// repository root unless absolute ("" skips either).
+//
+// Needs root (FUSE, drop_caches, cgroups), Debian's python3-torch,
+// python3-torchvision, python3-pil, python3-matplotlib, rclone and s3fs
+// (installed with apt-get if missing), and the MinIO and toxiproxy
+// binaries test/run.sh installs.
 package main
 
 import (
@@ -34,8 +48,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dsmount/dsmount/test/testenv"
@@ -47,6 +63,9 @@ type config struct {
 	images, classes, latency, jitter, batch int
 	workers                                 []int
 	isolate                                 bool
+	systems                                 []string // table names, in systemFlags' order
+	seriesEpochs, seriesWorkers             int
+	plot, json                              string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -57,20 +76,39 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.latency, "latency", 20, "ms the proxy adds to every answer")
 	fs.IntVar(&c.jitter, "jitter", 5, "± ms of jitter on --latency")
 	fs.IntVar(&c.batch, "batch", 64, "DataLoader batch size")
-	workers := fs.String("workers", "1,2,4,7", "comma-separated DataLoader num_workers to run")
+	workers := fs.String("workers", "1,2,4,7", `comma-separated DataLoader num_workers of the cold/hot table ("none": no table)`)
 	fs.BoolVar(&c.isolate, "isolate-backend", false, "MinIO and toxiproxy on CPU 0, everything else on the other CPUs")
+	var names []string
+	for _, s := range systemFlags {
+		names = append(names, s.flag)
+	}
+	systems := fs.String("systems", strings.Join(names, ","), "comma-separated systems to run, of "+strings.Join(names, ", "))
+	fs.IntVar(&c.seriesEpochs, "series-epochs", 4, "epochs of the half-cache series (0: no series)")
+	fs.IntVar(&c.seriesWorkers, "series-workers", 4, "DataLoader num_workers of the half-cache series")
+	fs.StringVar(&c.plot, "plot", "docs/pipeline.png", `PNG plot of the results, relative to the repository root ("": none)`)
+	fs.StringVar(&c.json, "json", "docs/pipeline.json", `the results as JSON, relative to the repository root ("": none)`)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, w := range strings.Split(*workers, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n < 0 || n > 64 {
-			return c, fmt.Errorf("--workers: %q is not a worker count in [0, 64]", w)
+	if w := strings.TrimSpace(*workers); w != "none" && w != "" {
+		for _, w := range strings.Split(w, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(w))
+			if err != nil || n < 0 || n > 64 {
+				return c, fmt.Errorf("--workers: %q is not a worker count in [0, 64]", w)
+			}
+			c.workers = append(c.workers, n)
 		}
-		c.workers = append(c.workers, n)
+	}
+	var err error
+	if c.systems, err = parseSystems(*systems); err != nil {
+		return c, err
+	}
+	series := false
+	for _, s := range c.systems {
+		series = series || inSeries(s)
 	}
 	switch {
 	case c.classes < 1 || c.images < c.classes:
@@ -79,8 +117,47 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("--batch %d: want at least 1", c.batch)
 	case c.latency < 0 || c.jitter < 0:
 		return c, errors.New("--latency and --jitter can't be negative")
+	case c.seriesEpochs < 0 || c.seriesEpochs > 100:
+		return c, fmt.Errorf("--series-epochs %d: want 0 to 100", c.seriesEpochs)
+	case c.seriesWorkers < 0 || c.seriesWorkers > 64:
+		return c, fmt.Errorf("--series-workers %d: want 0 to 64", c.seriesWorkers)
+	case len(c.workers) == 0 && (c.seriesEpochs == 0 || !series):
+		return c, errors.New("nothing to run: no --workers, and no series (--series-epochs 0, or none of declared, undeclared, rclone in --systems)")
 	}
 	return c, nil
+}
+
+// parseSystems reads --systems: a comma-separated list of systemFlags'
+// names, each once, at least one.
+func parseSystems(list string) ([]string, error) {
+	seen := map[string]bool{}
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		ok := false
+		for _, s := range systemFlags {
+			if s.flag == f {
+				ok = true
+			}
+		}
+		if !ok {
+			var names []string
+			for _, s := range systemFlags {
+				names = append(names, s.flag)
+			}
+			return nil, fmt.Errorf("--systems: unknown system %q (want a comma-separated list of %s)", f, strings.Join(names, ", "))
+		}
+		if seen[f] {
+			return nil, fmt.Errorf("--systems: %q twice", f)
+		}
+		seen[f] = true
+	}
+	var out []string
+	for _, s := range systemFlags {
+		if seen[s.flag] {
+			out = append(out, s.name)
+		}
+	}
+	return out, nil
 }
 
 // epochs is what bench_pipeline.py prints.
@@ -102,17 +179,19 @@ func main() {
 	}
 	t := testenv.NewProgramT("dsmount-benchpipeline")
 	defer t.Close()
-	if err := ensurePython(); err != nil {
+	stopSignals := t.CloseOnSignal()
+	defer stopSignals()
+	if err := ensureTools(cfg); err != nil {
 		t.Fatalf("%v", err)
 	}
 	repo, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	work := t.TempDir()
-	src := filepath.Join(work, "images")
+	b := &bench{t: t, cfg: cfg, repo: repo, work: t.TempDir()}
+	b.src = filepath.Join(b.work, "images")
 	t0 := time.Now()
-	out, err := runPy(repo, "gen_images.py", "--out", src, "--classes", fmt.Sprint(cfg.classes), "--images", fmt.Sprint(cfg.images))
+	out, err := runPy(nil, repo, "gen_images.py", "--out", b.src, "--classes", fmt.Sprint(cfg.classes), "--images", fmt.Sprint(cfg.images))
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -120,87 +199,98 @@ func main() {
 	if err := json.Unmarshal(out, &gen); err != nil {
 		t.Fatalf("gen_images.py: %v: %q", err, out)
 	}
+	b.images, b.bytes = gen.Images, gen.Bytes
 	logf("images: %d JPEGs, %.1f MB (mean %.0f KB), in %d classes, made in %v", gen.Images, float64(gen.Bytes)/1e6,
 		float64(gen.Bytes)/float64(gen.Images)/1e3, cfg.classes, time.Since(t0).Round(time.Second))
 
-	mc := testenv.StartMinIO(t)
-	mc.CreateBucket("bench")
-	if err := mc.UploadDirErr(context.Background(), "bench", "caltech", src, 32); err != nil {
+	b.mc = testenv.StartMinIO(t)
+	b.mc.CreateBucket("bench")
+	if err := b.mc.UploadDirErr(context.Background(), "bench", "caltech", b.src, 32); err != nil {
 		t.Fatalf("upload: %v", err)
 	}
 	tp := testenv.StartToxiproxy(t)
-	proxy := tp.AddProxy("minio", mc.Addr())
+	b.proxy = tp.AddProxy("minio", b.mc.Addr())
 	tp.AddLatency("minio", cfg.latency, cfg.jitter)
-	endpoint := "http://" + proxy
 	cpuNote := "all processes share all CPUs"
 	if cfg.isolate {
-		if cpuNote, err = testenv.IsolateBackend(mc.Pid(), tp.Pid()); err != nil {
+		if cpuNote, err = testenv.IsolateBackend(b.mc.Pid(), tp.Pid()); err != nil {
 			t.Fatalf("--isolate-backend: %v", err)
 		}
 	}
 	logf("store: MinIO behind toxiproxy (+%d ms ± %d); %s", cfg.latency, cfg.jitter, cpuNote)
-	bin, err := testenv.BuildDsmount(filepath.Join(work, "bin"))
-	if err != nil {
+	if b.bin, err = testenv.BuildDsmount(filepath.Join(b.work, "bin")); err != nil {
 		t.Fatalf("build: %v", err)
 	}
 
-	ceiling := storeCeiling(t, mc, endpoint, src)
-	logf("store ceiling: %.0f images/s (64 GETs in flight)", ceiling)
+	res := &results{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Command: commandLine(), Images: gen.Images, Bytes: gen.Bytes,
+		Classes: cfg.classes, Batch: cfg.batch, Latency: cfg.latency, Jitter: cfg.jitter, CPUs: cpuNote, Workers: cfg.workers}
+	res.Ceiling = storeCeiling(t, b.mc, "http://"+b.proxy, b.src)
+	logf("store ceiling: %.0f images/s (64 GETs in flight)", res.Ceiling)
 
-	rows := map[string]map[int]epochs{}
-	systems := []string{"local", "dsmount, declared", "dsmount, not declared"}
-	for _, sys := range systems {
-		rows[sys] = map[int]epochs{}
-	}
 	for _, w := range cfg.workers {
-		for _, sys := range systems {
-			var res epochs
-			switch sys {
-			case "local":
-				res = epochsOn(t, repo, src, w, cfg.batch, false)
-			default:
-				declare := sys == "dsmount, declared"
-				dir := filepath.Join(work, fmt.Sprintf("w%d-%v", w, declare))
-				mp, cacheDir := filepath.Join(dir, "mnt"), filepath.Join(dir, "cache")
-				os.MkdirAll(mp, 0o755)
-				os.MkdirAll(cacheDir, 0o755)
-				m := testenv.StartMount(t, testenv.MountConfig{Bin: bin, Source: "s3://bench/caltech", Mountpoint: mp, Env: mc.Env(),
-					Args: []string{"--cache-dir", cacheDir, "--cache-size", "20G", "--s3-endpoint", endpoint, "--s3-path-style"}})
-				res = epochsOn(t, repo, mp, w, cfg.batch, declare)
-				m.Stop()
-			}
-			rows[sys][w] = res
-			logf("%s, %d workers: cold %.0f images/s, hot %.0f", sys, w, res.rate(0), res.rate(1))
+		for _, sys := range cfg.systems {
+			e := b.coldHot(sys, w)
+			res.Table = append(res.Table, tableRow{System: sys, Workers: w, Cold: e.rate(0), Hot: e.rate(1)})
+			logf("%s, %d workers: cold %.0f images/s, hot %.0f", sys, w, e.rate(0), e.rate(1))
 		}
 	}
-	report(cfg, gen.Images, gen.Bytes, ceiling, cpuNote, systems, rows)
+	if cfg.seriesEpochs > 0 && slices.ContainsFunc(cfg.systems, inSeries) {
+		res.Series = b.series()
+	}
+	report(res)
+	if err := writeOutputs(repo, b.work, cfg, res); err != nil {
+		t.Fatalf("%v", err)
+	}
 }
 
-// epochsOn runs two epochs of the pipeline over root after dropping the
-// page cache: the first cold, the second hot.
-func epochsOn(t *testenv.ProgramT, repo, root string, workers, batch int, declare bool) epochs {
-	if err := testenv.DropCaches(); err != nil {
-		t.Fatalf("%v", err)
+// coldHot runs two epochs of the pipeline with workers on a fresh mount
+// of sys (the local copy: as it is) after dropping the page cache: the
+// first cold, the second hot.
+func (b *bench) coldHot(sys string, workers int) epochs {
+	m := b.mount(sys, 0)
+	if m.pid != 0 && b.cfg.isolate && workers == b.cfg.workers[0] {
+		logf("%s: daemon pid %d may run on CPUs %s", sys, m.pid, cpusOf(m.pid))
 	}
-	args := []string{"--root", root, "--workers", fmt.Sprint(workers), "--epochs", "2", "--batch", fmt.Sprint(batch)}
-	if declare {
+	if err := testenv.DropCaches(); err != nil {
+		b.t.Fatalf("%v", err)
+	}
+	args := []string{"--root", m.dir, "--workers", fmt.Sprint(workers), "--epochs", "2", "--batch", fmt.Sprint(b.cfg.batch)}
+	if sys == sysDeclared {
 		args = append(args, "--declare")
 	}
-	out, err := runPy(repo, "bench_pipeline.py", args...)
+	out, err := runPy(nil, b.repo, "bench_pipeline.py", args...)
 	if err != nil {
-		t.Fatalf("%v", err)
+		b.t.Fatalf("%s: %v", sys, err)
 	}
 	var e epochs
 	if err := json.Unmarshal(out, &e); err != nil || len(e.Epochs) != 2 {
-		t.Fatalf("bench_pipeline.py over %s: %v: %q", root, err, out)
+		b.t.Fatalf("bench_pipeline.py over %s: %v: %q", m.dir, err, out)
+	}
+	if m.note != nil {
+		logf("%s, %d workers: %s", sys, workers, m.note())
+	}
+	if err := m.stop(); err != nil {
+		b.t.Fatalf("%s: %v", sys, err)
 	}
 	return e
 }
 
+// commandLine is how this program was run, for the report.
+func commandLine() string {
+	return strings.TrimSpace("go run ./test/benchpipeline " + strings.Join(os.Args[1:], " "))
+}
+
 // runPy runs python/tests/<script> with the checkout's python/ package on
-// the path, and returns its stdout.
-func runPy(repo, script string, args ...string) ([]byte, error) {
-	cmd := exec.Command(python, append([]string{filepath.Join(repo, "python", "tests", script)}, args...)...)
+// the path, inside cg unless it is nil, and returns its stdout.
+func runPy(cg *testenv.MemCgroup, repo, script string, args ...string) ([]byte, error) {
+	argv := append([]string{python, filepath.Join(repo, "python", "tests", script)}, args...)
+	if cg != nil {
+		argv = cg.Wrap(argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	// Killed with this program (an interrupt's cleanups then find the
+	// mounts and the cgroup free); the signal survives the wrapper's exec.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repo, "python"), "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -208,23 +298,6 @@ func runPy(repo, script string, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("%s %s: %v\nstderr: %s", script, strings.Join(args, " "), err, lastLines(stderr.String(), 20))
 	}
 	return bytes.TrimSpace(stdout.Bytes()), nil
-}
-
-// ensurePython installs Debian's torch, torchvision and Pillow if the
-// system Python lacks them.
-func ensurePython() error {
-	if exec.Command(python, "-c", "import torch, torchvision, PIL").Run() == nil {
-		return nil
-	}
-	logf("installing python3-torch, python3-torchvision and python3-pil with apt-get")
-	for _, args := range [][]string{{"update", "-q"}, {"install", "-y", "-q", "python3-torch", "python3-torchvision", "python3-pil"}} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %v: %s", strings.Join(args, " "), err, lastLines(string(out), 5))
-		}
-	}
-	return exec.Command(python, "-c", "import torch, torchvision, PIL").Run()
 }
 
 func lastLines(s string, n int) string {

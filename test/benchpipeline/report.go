@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -40,27 +38,55 @@ func storeCeiling(t *testenv.ProgramT, mc *testenv.MinIO, endpoint, src string) 
 	return float64(len(names)) / took.Seconds()
 }
 
-// report prints the markdown table: per worker count and system, the cold
-// and hot epochs' images/s, each against the local copy's hot epoch of the
-// same worker count, and the declared cold epoch against its own hot one.
-func report(cfg config, images, bytes int64, ceiling float64, cpuNote string, systems []string, rows map[string]map[int]epochs) {
+// report prints the markdown tables: per worker count and system, the
+// cold and hot epochs' images/s, each against the local copy's epoch of
+// the same worker count, and the cold epoch against its own hot one; then
+// the half-cache series, per system and epoch.
+func report(r *results) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## benchpipeline, %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(&b, "\n## benchpipeline, %s\n\n", r.Date)
 	fmt.Fprintf(&b, "- Images: %d JPEGs in %d classes, %.1f MB (mean %.0f KB); ImageFolder + dsmount.pil_loader + RandomResizedCrop(224) + ToTensor, batch %d\n",
-		images, cfg.classes, float64(bytes)/1e6, float64(bytes)/float64(images)/1e3, cfg.batch)
-	fmt.Fprintf(&b, "- Store: MinIO behind toxiproxy +%d ms ± %d; its ceiling for these images (64 GETs in flight): %.0f images/s\n", cfg.latency, cfg.jitter, ceiling)
-	fmt.Fprintf(&b, "- CPUs: %s\n", cpuNote)
-	fmt.Fprintf(&b, "- Each row: one invocation of two epochs, the first after drop_caches (dsmount: a fresh cache and mount), the second hot\n")
-	fmt.Fprintf(&b, "- Command: `go run ./test/benchpipeline %s`\n\n", strings.Join(os.Args[1:], " "))
-	b.WriteString("| workers | system | cold images/s | hot images/s | cold / local cold | hot / local hot | cold / own hot |\n|---|---|---|---|---|---|---|\n")
-	for _, w := range cfg.workers {
-		local := rows["local"][w]
-		for _, sys := range systems {
-			e := rows[sys][w]
-			fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %.2f× | %.2f× | %.2f× |\n", w, sys, e.rate(0), e.rate(1),
-				e.rate(0)/local.rate(0), e.rate(1)/local.rate(1), e.rate(0)/e.rate(1))
+		r.Images, r.Classes, float64(r.Bytes)/1e6, float64(r.Bytes)/float64(r.Images)/1e3, r.Batch)
+	fmt.Fprintf(&b, "- Store: MinIO behind toxiproxy +%d ms ± %d; its ceiling for these images (64 GETs in flight): %.0f images/s\n", r.Latency, r.Jitter, r.Ceiling)
+	fmt.Fprintf(&b, "- CPUs: %s\n", r.CPUs)
+	fmt.Fprintf(&b, "- Command: `%s`\n", r.Command)
+	if len(r.Table) > 0 {
+		b.WriteString("\nEach row: one invocation of two epochs, the first after drop_caches on a fresh mount and cache, the second hot.\n\n")
+		b.WriteString("| workers | system | cold images/s | hot images/s | cold / local cold | hot / local hot | cold / own hot |\n|---|---|---|---|---|---|---|\n")
+		for _, row := range r.Table {
+			vsLocal := func(v float64, hot bool) string {
+				l, ok := r.row(sysLocal, row.Workers)
+				if !ok {
+					return "–"
+				}
+				if hot {
+					return fmt.Sprintf("%.2f×", v/l.Hot)
+				}
+				return fmt.Sprintf("%.2f×", v/l.Cold)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.0f | %.0f | %s | %s | %.2f× |\n", row.Workers, row.System, row.Cold, row.Hot,
+				vsLocal(row.Cold, false), vsLocal(row.Hot, true), row.Cold/row.Hot)
+		}
+		b.WriteString("\nTargets (issue 24): hot through dsmount ≥ 0.9× local at every worker count; with 4 workers a cold declared epoch ≥ 0.9× its hot rate when the ceiling is above the demand, and ≥ 5× rclone's cold epoch.\n")
+		if d, ok := r.row(sysDeclared, 4); ok {
+			if rc, ok := r.row(sysRclone, 4); ok {
+				fmt.Fprintf(&b, "With 4 workers, declared cold / rclone cold: %.1f×.\n", d.Cold/rc.Cold)
+			}
 		}
 	}
-	b.WriteString("\nTargets (issue 24): hot through dsmount ≥ 0.9× local at every worker count; with 4 workers a cold declared epoch ≥ 0.9× its hot rate when the ceiling is above the demand.\n")
+	if s := r.Series; s != nil {
+		fmt.Fprintf(&b, "\nHalf-cache series: %d workers, caches of %.1f MB (half the images), one invocation per epoch on one mount; the pipeline in a memory cgroup of %.0f MB (its measured peaks of %.0f MB of anonymous memory and %.0f MB of mapped files, and a quarter of the images), its page cache emptied between epochs. Hit rate: 1 - bytes MinIO sent in the epoch / the images' bytes; dsmount's own: of the bytes its reads served, the share its cache held (prefetched included).\n\n",
+			s.Workers, float64(s.CacheBytes)/1e6, float64(s.MemLimit)/1e6, float64(s.AnonPeak)/1e6, float64(s.MappedPeak)/1e6)
+		b.WriteString("| system | epoch | images/s | MB from the store | GETs | hit rate | dsmount's own hit rate |\n|---|---|---|---|---|---|---|\n")
+		for _, run := range s.Runs {
+			for _, e := range run.Epochs {
+				own := "–"
+				if e.OwnHitRate != nil {
+					own = fmt.Sprintf("%.2f", *e.OwnHitRate)
+				}
+				fmt.Fprintf(&b, "| %s | %d | %.0f | %.1f | %d | %s | %s |\n", run.System, e.Epoch, e.Rate, float64(e.StoreBytes)/1e6, e.StoreGETs, fmtHit(e.HitRate), own)
+			}
+		}
+	}
 	fmt.Print(b.String())
 }
