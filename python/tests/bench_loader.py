@@ -38,6 +38,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.dataloader import default_collate
 
+import dsmount
+
 # torch.frombuffer warns that a bytes object is not writable; the tensors are
 # only read.
 warnings.filterwarnings("ignore", message="The given buffer is not writable")
@@ -48,17 +50,21 @@ warnings.filterwarnings("ignore", message="This DataLoader will create")
 class FileBytes(Dataset):
     """Item i is the i-th file's bytes (uint8 tensor), or its length."""
 
-    def __init__(self, root, rel_paths, item, buffering=-1):
+    def __init__(self, root, rel_paths, item, buffering=-1, read_bytes=False):
         self.files = [os.path.join(root, p) for p in rel_paths]
         self.item = item
         self.buffering = buffering
+        self.read_bytes = read_bytes
 
     def __len__(self):
         return len(self.files)
 
     def __getitem__(self, i):
-        with open(self.files[i], "rb", buffering=self.buffering) as f:
-            data = f.read()
+        if self.read_bytes:
+            data = dsmount.read_bytes(self.files[i])
+        else:
+            with open(self.files[i], "rb", buffering=self.buffering) as f:
+                data = f.read()
         if self.item == "len":
             return torch.tensor(len(data), dtype=torch.int64)
         return torch.frombuffer(data, dtype=torch.uint8)
@@ -96,13 +102,15 @@ def main():
     ap.add_argument("--item", choices=["bytes", "len"], default="bytes")
     ap.add_argument("--unbuffered", action="store_true",
                     help="open files with buffering=0 (no isatty() ioctl per open)")
+    ap.add_argument("--read-bytes", action="store_true",
+                    help="read files with dsmount.read_bytes (no ioctl, no fstat)")
     args = ap.parse_args()
 
     with open(args.list) as f:
         rel = [line.rstrip("\n") for line in f if line.strip()]
     want_bytes = sum(os.stat(os.path.join(args.root, p)).st_size for p in rel)
 
-    ds = FileBytes(args.root, rel, args.item, 0 if args.unbuffered else -1)
+    ds = FileBytes(args.root, rel, args.item, 0 if args.unbuffered else -1, args.read_bytes)
     gen = torch.Generator()
     gen.manual_seed(args.seed)
     loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,

@@ -66,7 +66,7 @@ type config struct {
 	fastPath                 string
 	rounds                   int
 	skipLoader, skipLS       bool
-	unbuffered               bool
+	unbuffered, readBytes    bool
 	skipLarge                bool
 	seed                     int64
 	cacheSize                string
@@ -82,6 +82,7 @@ func main() {
 	flag.IntVar(&c.readers, "readers", 8, "parallel readers in the hot epoch (pass 1)")
 	flag.Int64Var(&c.largeMiB, "large-mib", 256, "size of the large file in MiB (pass 2)")
 	flag.BoolVar(&c.unbuffered, "loader-unbuffered", false, "the DataLoader's dataset opens files with buffering=0 (no isatty() ioctl per open)")
+	flag.BoolVar(&c.readBytes, "loader-read-bytes", false, "the DataLoader's dataset reads files with dsmount.read_bytes (no ioctl, no fstat)")
 	flag.StringVar(&c.fastPath, "fast-path", "auto", "dsmount mount --fast-path=MODE (auto, no-open, passthrough, off); '' leaves the flag off")
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds of every pass; each side's best is kept")
 	flag.BoolVar(&c.skipLoader, "skip-loader", false, "skip pass 3 (torch DataLoader)")
@@ -330,6 +331,9 @@ func main() {
 		if c.unbuffered {
 			how = ", open(buffering=0)"
 		}
+		if c.readBytes {
+			how = ", dsmount.read_bytes"
+		}
 		p3 := &pass{name: fmt.Sprintf("3. torch DataLoader, %d workers, batch %d, shuffle%s", c.workers, c.batch, how),
 			unit: "samples/s", target: 0.8, refName: "direct"}
 		var dcpu []float64
@@ -338,6 +342,9 @@ func main() {
 				"--workers", fmt.Sprint(c.workers), "--batch-size", fmt.Sprint(c.batch), "--seed", fmt.Sprint(c.seed+int64(r)))
 			if c.unbuffered {
 				cmd.Args = append(cmd.Args, "--unbuffered")
+			}
+			if c.readBytes {
+				cmd.Args = append(cmd.Args, "--read-bytes")
 			}
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repo, "python"))
 			var stdout, stderr bytes.Buffer

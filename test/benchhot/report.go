@@ -178,7 +178,7 @@ func report(c config, passes []*pass, cpuPerK []float64, rss, hwm int64, fastPat
 		fmt.Sprintf("--files=%d", c.files), fmt.Sprintf("--file-size=%d", c.fileSize), fmt.Sprintf("--readers=%d", c.readers),
 		fmt.Sprintf("--large-mib=%d", c.largeMiB), "--fast-path=" + shellQuote(c.fastPath), fmt.Sprintf("--rounds=%d", c.rounds),
 		fmt.Sprintf("--seed=%d", c.seed), "--cache-size=" + shellQuote(c.cacheSize), "--python=" + shellQuote(c.python),
-		fmt.Sprintf("--loader-workers=%d", c.workers), fmt.Sprintf("--loader-batch=%d", c.batch), fmt.Sprintf("--loader-unbuffered=%v", c.unbuffered)}
+		fmt.Sprintf("--loader-workers=%d", c.workers), fmt.Sprintf("--loader-batch=%d", c.batch), fmt.Sprintf("--loader-unbuffered=%v", c.unbuffered), fmt.Sprintf("--loader-read-bytes=%v", c.readBytes)}
 	if c.bin != "" {
 		args = append(args, "--bin="+shellQuote(c.bin))
 	}
