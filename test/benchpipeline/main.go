@@ -277,7 +277,14 @@ func (b *bench) coldHot(sys string, workers int) epochs {
 
 // commandLine is how this program was run, for the report.
 func commandLine() string {
-	return strings.TrimSpace("go run ./test/benchpipeline " + strings.Join(os.Args[1:], " "))
+	args := []string{"go", "run", "./test/benchpipeline"}
+	for _, a := range os.Args[1:] {
+		if a == "" || strings.ContainsAny(a, " \t'\"$") {
+			a = strconv.Quote(a) // an empty --plot "" must survive a copy and paste
+		}
+		args = append(args, a)
+	}
+	return strings.Join(args, " ")
 }
 
 // runPy runs python/tests/<script> with the checkout's python/ package on
