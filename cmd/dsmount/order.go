@@ -154,7 +154,12 @@ func readOrderFile(name, label, root string) ([]string, error) {
 	}
 	prefix := root + string(filepath.Separator)
 	for i, p := range paths {
-		if rest, ok := strings.CutPrefix(p, prefix); ok {
+		if !filepath.IsAbs(p) {
+			continue
+		}
+		// Cleaned first: "/mnt/x//a" and "/mnt/x/./a" are inside too. The
+		// root itself stays as written, and the daemon reports it skipped.
+		if rest, ok := strings.CutPrefix(filepath.Clean(p), prefix); ok && rest != "" {
 			paths[i] = rest
 		}
 	}
