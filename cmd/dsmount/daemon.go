@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,6 +286,32 @@ type mountRequest struct {
 	FollowExternalSymlinks bool `json:"follow_external_symlinks,omitempty"`
 }
 
+// decodeMountRequest reads one request line from the socket and checks
+// what the daemon can check before it mounts: a source, an absolute
+// mountpoint, no NUL in either, a known fast path, and sizes that aren't
+// negative. Errors are one line.
+func decodeMountRequest(line []byte) (mountRequest, error) {
+	var r mountRequest
+	if err := json.Unmarshal(line, &r); err != nil {
+		return mountRequest{}, fmt.Errorf("malformed request: %w", err)
+	}
+	switch {
+	case r.Source == "" || strings.ContainsRune(r.Source, 0):
+		return mountRequest{}, fmt.Errorf("malformed request: source %q", r.Source)
+	case !filepath.IsAbs(r.Mountpoint) || strings.ContainsRune(r.Mountpoint, 0):
+		return mountRequest{}, fmt.Errorf("malformed request: mountpoint %q is not an absolute path", r.Mountpoint)
+	case r.CacheSize < 0 || r.ChunkSize < 0:
+		return mountRequest{}, fmt.Errorf("malformed request: cache size %d, chunk size %d", r.CacheSize, r.ChunkSize)
+	}
+	if r.FastPath != "" {
+		if _, err := dsfs.ParseFastPath(r.FastPath); err != nil {
+			return mountRequest{}, fmt.Errorf("malformed request: %w", err)
+		}
+	}
+	r.Mountpoint = filepath.Clean(r.Mountpoint)
+	return r, nil
+}
+
 func (r mountRequest) backendFlags() mountFlags {
 	return mountFlags{s3Endpoint: r.S3Endpoint, s3PathStyle: r.S3PathStyle, anonymous: r.Anonymous, followExternalSymlinks: r.FollowExternalSymlinks}
 }
@@ -330,8 +357,8 @@ func (d *daemon) handleConn(conn net.Conn) {
 		d.reply(conn, reply)
 		return
 	}
-	if err := json.Unmarshal(line, &req); err != nil {
-		reply.Error = "malformed request: " + err.Error()
+	if req, err = decodeMountRequest(line); err != nil {
+		reply.Error = err.Error()
 	} else if err := d.checkSettings(req); err != nil {
 		reply.Error = err.Error()
 	} else {
