@@ -78,6 +78,7 @@ func TestCLIErrors(t *testing.T) {
 		{name: "join with a different --chunk-size", source: localSrc, want: "chunk",
 			args: []string{"--cache-dir", busyCache, "--chunk-size", "8M"}},
 		{name: "malformed --cache-size", source: localSrc, args: []string{"--cache-size", "12Q"}, want: "cache-size"},
+		{name: "empty source", source: "", want: "source is empty"},
 		{name: "malformed --chunk-size", source: localSrc, args: []string{"--chunk-size", "banana"}, want: "chunk-size"},
 		{name: "local source missing", source: filepath.Join(localSrc, "nope")},
 		{name: "unsupported source scheme", source: "ftp://example.com/data"},

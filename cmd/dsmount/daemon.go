@@ -298,6 +298,10 @@ func decodeMountRequest(line []byte) (mountRequest, error) {
 	switch {
 	case r.Source == "" || strings.ContainsRune(r.Source, 0):
 		return mountRequest{}, fmt.Errorf("malformed request: source %q", r.Source)
+	case !strings.Contains(r.Source, "://") && !filepath.IsAbs(r.Source):
+		// The CLI sends local sources absolute (normaliseSource); a
+		// relative one would resolve against the daemon's directory.
+		return mountRequest{}, fmt.Errorf("malformed request: local source %q is not an absolute path", r.Source)
 	case !filepath.IsAbs(r.Mountpoint) || strings.ContainsRune(r.Mountpoint, 0):
 		return mountRequest{}, fmt.Errorf("malformed request: mountpoint %q is not an absolute path", r.Mountpoint)
 	case r.CacheSize < 0 || r.ChunkSize < 0:

@@ -323,6 +323,10 @@ func waitAndJoin(ctx context.Context, cacheDir string, req mountRequest) (mountR
 // normaliseSource makes a local source absolute, so a daemon started
 // elsewhere resolves it the same way.
 func normaliseSource(src string) (string, error) {
+	if strings.TrimSpace(src) == "" {
+		// filepath.Abs would make it the current directory.
+		return "", usagef("the source is empty: give a directory or s3://bucket[/prefix]")
+	}
 	if strings.Contains(src, "://") {
 		return src, nil
 	}

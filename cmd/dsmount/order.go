@@ -157,9 +157,10 @@ func readOrderFile(name, label, root string) ([]string, error) {
 		if !filepath.IsAbs(p) {
 			continue
 		}
-		// Cleaned first: "/mnt/x//a" and "/mnt/x/./a" are inside too. The
-		// root itself stays as written, and the daemon reports it skipped.
-		if rest, ok := strings.CutPrefix(filepath.Clean(p), prefix); ok && rest != "" {
+		// The root itself is ".", which the daemon skips as a directory.
+		if clean := filepath.Clean(p); clean == root {
+			paths[i] = "."
+		} else if rest, ok := strings.CutPrefix(clean, prefix); ok {
 			paths[i] = rest
 		}
 	}

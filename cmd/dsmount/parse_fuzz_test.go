@@ -87,7 +87,7 @@ func FuzzDecodeMountRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"source":"s3://b/p","mountpoint":"/mnt/x"}`,
 		`{"source":"/data","mountpoint":"/mnt/x/../y","fast_path":"no-open","cache_size":1024}`,
-		`{"source":"s3://b","mountpoint":"rel"}`, `{"source":"","mountpoint":"/m"}`, `{"source":"a","mountpoint":"/m","fast_path":"warp"}`,
+		`{"source":"s3://b","mountpoint":"rel"}`, `{"source":"data/x","mountpoint":"/m"}`, `{"source":"","mountpoint":"/m"}`, `{"source":"a","mountpoint":"/m","fast_path":"warp"}`,
 		`{"source":"a","mountpoint":"/m","cache_size":-1}`, `{"source":"a\u0000","mountpoint":"/m"}`, `[]`, `{`, "", "\n",
 	} {
 		f.Add([]byte(s))
@@ -100,7 +100,7 @@ func FuzzDecodeMountRequest(f *testing.F) {
 			}
 			return
 		}
-		if r.Source == "" || !filepath.IsAbs(r.Mountpoint) || filepath.Clean(r.Mountpoint) != r.Mountpoint ||
+		if r.Source == "" || (!strings.Contains(r.Source, "://") && !filepath.IsAbs(r.Source)) || !filepath.IsAbs(r.Mountpoint) || filepath.Clean(r.Mountpoint) != r.Mountpoint ||
 			r.CacheSize < 0 || r.ChunkSize < 0 || strings.ContainsRune(r.Source+r.Mountpoint, 0) {
 			t.Fatalf("decodeMountRequest(%q) accepted %+v", line, r)
 		}

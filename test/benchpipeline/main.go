@@ -295,8 +295,9 @@ func runPy(cg *testenv.MemCgroup, repo, script string, args ...string) ([]byte, 
 		argv = cg.Wrap(argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	// Killed with this program (an interrupt's cleanups then find the
-	// mounts and the cgroup free); the signal survives the wrapper's exec.
+	// Killed when this program exits; the signal survives the wrapper's
+	// exec. An interrupt's cleanups run before that exit, so the cgroup's
+	// Remove kills what still runs in it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repo, "python"), "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1")
 	var stdout, stderr bytes.Buffer

@@ -24,7 +24,7 @@ import (
 // is the peak of its anonymous memory and shmem (the workers' heaps and
 // the batches in flight: some 500-650 MB with 4 workers, which no reclaim
 // can drop without swap) plus the peak of its mapped files (the code of
-// Python, torch and their libraries: 100-250 MB). The mapped part is
+// Python, torch and their libraries: 100-300 MB). The mapped part is
 // reclaimable, so a spike of anonymous memory beyond the sampled peak
 // pushes library pages out rather than waking the OOM killer (which
 // fails the run).

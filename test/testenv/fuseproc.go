@@ -103,15 +103,19 @@ func (p *FuseProc) Stop() error {
 		return fmt.Errorf("%s had exited (%v) before Stop; output:\n%s", p.name, p.cmd.ProcessState, p.Output())
 	}
 	var msgs []string
+	wait := 30 * time.Second
 	if out, err := exec.Command("fusermount", "-u", p.mp).CombinedOutput(); err != nil {
 		msgs = append(msgs, fmt.Sprintf("fusermount -u: %v: %s", err, strings.TrimSpace(string(out))))
+		wait = 0 // it won't exit by itself: straight to SIGTERM
 	}
-	timer := time.NewTimer(30 * time.Second)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-p.done:
 	case <-timer.C:
-		msgs = append(msgs, "still running 30 s after fusermount -u")
+		if wait > 0 {
+			msgs = append(msgs, "still running 30 s after fusermount -u")
+		}
 		if !p.signalAndWait(30 * time.Second) {
 			msgs = append(msgs, "killed after ignoring SIGTERM for 30 s")
 		}

@@ -143,15 +143,31 @@ func (cg *MemCgroup) Stats() (MemStats, error) {
 	return s, nil
 }
 
-// Remove deletes the cgroup; it fails (silently) while a process is in it.
-// Memory still charged to it (page cache) goes to the parent.
+// Remove kills what is still in the cgroup and deletes it. Memory still
+// charged to it (page cache) goes to the parent. A benchmark stopped by a
+// signal runs its cleanups while its pipeline still runs in the cgroup
+// (the children's parent-death signal comes only at its exit), so the
+// members go first; it gives up (silently) after a few seconds.
 func (cg *MemCgroup) Remove() {
-	// A process that was just killed may take a moment to leave.
-	for i := 0; i < 20; i++ {
+	for i := 0; i < 60; i++ {
 		if err := os.Remove(cg.dir); err == nil || errors.Is(err, os.ErrNotExist) {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		cg.killMembers()
+		time.Sleep(50 * time.Millisecond) // a killed process takes a moment to leave
+	}
+}
+
+// killMembers sends SIGKILL to every process in the cgroup.
+func (cg *MemCgroup) killMembers() {
+	data, err := os.ReadFile(filepath.Join(cg.dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 
