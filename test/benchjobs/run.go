@@ -145,17 +145,16 @@ func (e *env) run(rc runConfig) (r row) {
 	}
 	defer m.Stop()
 
-	var cg *cgroup
+	var cg *testenv.MemCgroup
 	if rc.bounded {
-		if cg, err = newCgroup(fmt.Sprintf("benchjobs-%d", os.Getpid()), c.pageCache); err != nil {
+		// On an interrupt (CloseOnSignal) the defers don't run: the
+		// cleanups stop the readers (registered later, run first), then
+		// remove the cgroup (NewMemCgroup registers that).
+		if cg, err = testenv.NewMemCgroup(e.t, fmt.Sprintf("benchjobs-%d", os.Getpid()), c.pageCache); err != nil {
 			r.err = err.Error()
 			return r
 		}
-		defer cg.remove()
-		// On an interrupt (CloseOnSignal) the defers don't run: the
-		// cleanups stop the readers (registered later, run first), then
-		// remove the cgroup.
-		e.t.Cleanup(cg.remove)
+		defer cg.Remove()
 	}
 	declare := "none"
 	if rc.policy == "order" {
@@ -185,7 +184,7 @@ func (e *env) run(rc runConfig) (r row) {
 			}
 		})
 		if cg != nil {
-			if err := cg.add(j.pid); err != nil {
+			if err := cg.Add(j.pid); err != nil {
 				r.err = err.Error()
 				return r
 			}

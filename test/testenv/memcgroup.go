@@ -22,8 +22,6 @@ import (
 // mounted at /sys/fs/cgroup/memory, else cgroup v2 (the memory controller
 // must then be enabled in /sys/fs/cgroup/cgroup.subtree_control). Needs
 // root.
-//
-// (test/benchjobs has its own copy of the limit part, from before this.)
 type MemCgroup struct {
 	dir string
 	v1  bool
