@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dsmount/dsmount/cache"
@@ -60,10 +61,13 @@ func cacheReport(s cache.Stats, cf cacheFlags) cacheStats {
 }
 
 // collector exports the daemon's figures at scrape time. Its only label is
-// mount, whose values are the daemon's mountpoints: a closed set.
+// mount, whose values are the daemon's mountpoints: a closed set. It also
+// exports the Go runtime's standard series (go_goroutines, go_threads,
+// go_memstats_*), which a long run watches for leaks (test/soak).
 type collector struct {
-	d     *daemon
-	descs map[string]*prometheus.Desc
+	d       *daemon
+	descs   map[string]*prometheus.Desc
+	runtime prometheus.Collector
 	// skipped is said once: a series that could not be made (see emit).
 	skipped sync.Once
 }
@@ -137,7 +141,7 @@ var jobMetrics = []struct {
 }
 
 func newCollector(d *daemon) *collector {
-	c := &collector{d: d, descs: map[string]*prometheus.Desc{}}
+	c := &collector{d: d, descs: map[string]*prometheus.Desc{}, runtime: collectors.NewGoCollector()}
 	for _, m := range cacheMetrics {
 		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
 	}
@@ -154,9 +158,11 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
 		ch <- d
 	}
+	c.runtime.Describe(ch)
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	c.runtime.Collect(ch)
 	s := c.d.cache.Stats()
 	for _, m := range cacheMetrics {
 		kind := prometheus.GaugeValue
