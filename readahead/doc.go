@@ -25,6 +25,24 @@
 // items after the current one is done promotes the next order. A job with
 // no reads and no declarations for Config.JobTimeout expires.
 //
+// # Limits
+//
+// A declaration and the jobs it makes are bounded, each refusal a plain
+// one-line error of Declare that leaves every other job as it was:
+//
+//   - MaxDeclared (10,000,000) items in an epoch's order, and as many in
+//     the next's: ErrTooMany.
+//   - MaxJobsPerUser (16) jobs of one user on a mount, unless the
+//     declaration overrides (root, the mount's owner): ErrTooManyJobs.
+//   - MaxJobsPerMount (256) jobs on a mount, every user's together and
+//     overriding ones included: ErrTooManyJobsOnMount. Each read on a
+//     mount looks at each of its jobs, so their number bounds a read's
+//     cost.
+//
+// Redeclaring an existing job (a new epoch) is never refused by the job
+// bounds. The file system bounds a declaration's bytes before it gets
+// here (fs: the control request limits).
+//
 // # Prefetch
 //
 // One scheduler goroutine keeps each job's window filled: the next unread

@@ -24,7 +24,7 @@ func (s sized) Empty(uint32) bool            { return s == 0 }
 // newTestMount returns a Registry with no prefetch, its mount "m" over n
 // one-byte objects in memory (cached in a fresh cache dir), and the
 // objects as items, in key order. Both are closed when the test ends.
-func newTestMount(t *testing.T, n int) (*Registry, *testMount, []Item) {
+func newTestMount(t testing.TB, n int) (*Registry, *testMount, []Item) {
 	t.Helper()
 	mem := memory.New()
 	reg := New(Config{NoPrefetch: true})

@@ -30,6 +30,14 @@ const (
 	// where a declaration may override ownership (root, the mount's
 	// owner): a user of a shared node can't fill the registry.
 	MaxJobsPerUser = 16
+	// MaxJobsPerMount bounds a mount's jobs, every user's together, the
+	// overriding ones' included: each read on the mount looks at every
+	// job of it (Observe), so the jobs of a node's many users, or a
+	// script declaring a job per run and never ending them, must not
+	// make every read slower without bound. A declaration that would
+	// make one more is refused (ErrTooManyJobsOnMount); redeclaring an
+	// existing job is always allowed.
+	MaxJobsPerMount = 256
 )
 
 // Config configures a Registry. The zero value of each field picks a
@@ -184,6 +192,8 @@ var (
 	ErrNoJob   = errors.New("no job name")
 	// ErrTooManyJobs: the user has MaxJobsPerUser jobs on the mount.
 	ErrTooManyJobs = fmt.Errorf("a user may have at most %d jobs on a mount: end one first", MaxJobsPerUser)
+	// ErrTooManyJobsOnMount: the mount has MaxJobsPerMount jobs.
+	ErrTooManyJobsOnMount = fmt.Errorf("a mount may have at most %d jobs, all users' together: end one first", MaxJobsPerMount)
 )
 
 // Declare sets a job's order for an epoch (creating the job), replacing any
@@ -209,6 +219,9 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 	case j == nil && !d.Override && m.jobsOf(d.Owner) >= MaxJobsPerUser:
 		r.mu.Unlock()
 		return Declared{}, ErrTooManyJobs
+	case j == nil && m.jobCount() >= MaxJobsPerMount:
+		r.mu.Unlock()
+		return Declared{}, ErrTooManyJobsOnMount
 	case j == nil:
 		j = &job{mount: m, name: d.Job, rateAt: now, owner: d.Owner}
 		r.jobs[k] = j
@@ -262,6 +275,17 @@ func (m *Mount) jobsOf(uid uint32) int {
 	n := 0
 	for k, j := range m.r.jobs {
 		if k.mount == m && j.owner == uid {
+			n++
+		}
+	}
+	return n
+}
+
+// jobCount counts the mount's jobs, every user's; r.mu is held.
+func (m *Mount) jobCount() int {
+	n := 0
+	for k := range m.r.jobs {
+		if k.mount == m {
 			n++
 		}
 	}
