@@ -158,14 +158,9 @@ func (f *faulter) duringEpochs(src string, rounds int) {
 // drops the mount's pages so that the next reads reach the daemon.
 func (f *faulter) inject() {
 	t := f.t
-	var files []string
-	for _, sub := range []string{"data", "packs"} {
-		filepath.WalkDir(filepath.Join(f.cacheDir, sub), func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				files = append(files, p)
-			}
-			return nil
-		})
+	files, err := testenv.CacheFiles(f.cacheDir, "data", "packs")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(files) == 0 {
 		t.Fatal("no cache files to do faults to")

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -28,7 +27,7 @@ func TestCacheFilesTamperedUnderTheDaemon(t *testing.T) {
 	for name, size := range map[string]int{"large.bin": 6<<20 + 12345, "small-0.bin": 150_000, "small-1.bin": 70_000} {
 		putRandomFile(t, r, src, name, size, m, bucket)
 	}
-	faults := []string{"delete", "replace", "truncate-extend", "flip"}
+	faults := testenv.TamperKinds
 	for _, fastPath := range []string{"no-open", "passthrough", "off"} {
 		for _, target := range []string{"data", "packs"} {
 			if target == "packs" && fastPath == "passthrough" {
@@ -148,62 +147,10 @@ func cacheFileOf(t *testing.T, cacheDir, sub string) string {
 	return found[0]
 }
 
-// tamper does one fault to the cache file path.
+// tamper does one fault (testenv.TamperKinds) to the cache file path.
 func tamper(t *testing.T, path, fault string, r *rand.Rand) {
 	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
+	if err := testenv.TamperFile(path, fault, r); err != nil {
 		t.Fatal(err)
-	}
-	size := st.Size()
-	junk := func(n int64) []byte {
-		b := make([]byte, n)
-		for i := range b[:min(n, 64<<10)] {
-			b[i] = byte(r.Uint32())
-		}
-		for i := int64(64 << 10); i < n; i += 64 << 10 {
-			copy(b[i:], b[:64<<10])
-		}
-		return b
-	}
-	switch fault {
-	case "delete":
-		err = os.Remove(path)
-	case "replace":
-		// A new file of the same size renamed over the old one, as an
-		// editor or a restore from backup would.
-		tmp := path + ".new"
-		if err = os.WriteFile(tmp, junk(size), 0o600); err == nil {
-			err = os.Rename(tmp, path)
-		}
-	case "truncate-extend":
-		if err = os.Truncate(path, 0); err == nil {
-			err = os.Truncate(path, size)
-		}
-	case "flip":
-		// Every 64 KiB, one byte flipped, in place.
-		var f *os.File
-		if f, err = os.OpenFile(path, os.O_RDWR, 0); err == nil {
-			b := []byte{0}
-			for off := int64(100); off < size && err == nil; off += 64 << 10 {
-				if _, err = f.ReadAt(b, off); err == nil {
-					b[0] ^= 0x5a
-					_, err = f.WriteAt(b, off)
-				}
-			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-	default:
-		err = fmt.Errorf("unknown fault %q", fault)
-	}
-	if err != nil {
-		t.Fatalf("%s %s: %v", fault, path, err)
-	}
-	if fault != "delete" {
-		if err := testenv.DropPageCache(path); err != nil {
-			t.Fatalf("dropping %s from the page cache: %v", path, err)
-		}
 	}
 }
