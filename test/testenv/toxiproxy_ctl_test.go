@@ -1,0 +1,58 @@
+package testenv
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestToxiproxyDisable checks SetProxyEnabledErr: a disabled proxy refuses
+// connections (the store looks down), and enabled again it forwards on the
+// same address; and RemoveToxicErr.
+func TestToxiproxyDisable(t *testing.T) {
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "pong")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+
+	tp := StartToxiproxy(t)
+	addr := tp.AddProxy("svc", ln.Addr().String())
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	get := func() error {
+		resp, err := hc.Get("http://" + addr + "/")
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	if err := get(); err != nil {
+		t.Fatalf("GET through the proxy: %v", err)
+	}
+	if err := tp.SetProxyEnabledErr("svc", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(); err == nil {
+		t.Fatal("GET through a disabled proxy succeeded")
+	}
+	if err := tp.SetProxyEnabledErr("svc", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(); err != nil {
+		t.Fatalf("GET through the proxy enabled again: %v", err)
+	}
+	tp.AddLatency("svc", 1, 0)
+	if err := tp.RemoveToxicErr("svc", "latency"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.RemoveToxicErr("svc", "latency"); err == nil {
+		t.Fatal("removing a toxic twice succeeded")
+	}
+}
