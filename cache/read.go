@@ -414,6 +414,9 @@ func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flig
 	if arrived != nil {
 		ctx = backend.WithProgress(ctx, arrived)
 	}
+	// A prefetch that a reader catches up with becomes urgent: the
+	// backend may then race a slow GET sooner (backend/s3's hedging).
+	ctx = backend.WithUrgency(ctx, f.foreground.Load)
 	buf := c.bufs.get(int(n))
 	// In flight until stored: tests and stats readers that wait for no
 	// fetches in flight then see the chunk cached.

@@ -67,6 +67,9 @@ type MountStats struct {
 	FastPath string `json:"fast_path"`
 	cache.SourceStats
 	Jobs []readahead.JobStats `json:"jobs"`
+	// Backend counts the source's requests (hedges, timeouts, retries),
+	// where its backend keeps count (backend.StatsReporter).
+	Backend *backend.RequestStats `json:"backend,omitempty"`
 }
 
 // Mount is one mounted dsmount filesystem.
@@ -253,13 +256,18 @@ func (m *Mount) StatsFor(c Caller) MountStats {
 
 // Stats returns the mount's figures.
 func (m *Mount) Stats() MountStats {
-	return MountStats{
+	s := MountStats{
 		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.fileCount(),
 		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(), Lookups: m.lookups.Load(),
 		FastPath:    string(m.FastPathMode()),
 		SourceStats: m.src.Stats(),
 		Jobs:        m.Jobs(),
 	}
+	if r, ok := m.src.Backend().(backend.StatsReporter); ok {
+		rs := r.RequestStats()
+		s.Backend = &rs
+	}
+	return s
 }
 
 // Jobs returns the mount's declared jobs (empty without readahead).

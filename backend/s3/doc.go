@@ -37,6 +37,17 @@
 // have arrived the SDK is done, so ReadAt itself retries a range whose body
 // is cut off, and a connection that stays silent for 30 s is dropped.
 //
+// # The tail
+//
+// A store's slow failures (a connection that stops answering and never
+// closes) are bounded well before 30 s (tail.go, hedge.go): each GET waits
+// for its answer a multiple of the recent 99th percentile of answer times
+// (within floors and ceilings), its body may go quiet for as long, and a
+// read a caller waits for (backend.WithUrgency) that has no answer after
+// that percentile races a second GET on another connection, within a
+// budget of extra requests. RequestStats counts GETs, hedges, timeouts,
+// retries and throttled answers.
+//
 // ReadAt's GETs skip the SDK's operation stack (get.go): plain HTTP requests
 // signed with the SDK's SigV4 signer, on the SDK's HTTP client. So they
 // also do what that stack would: ReadAt's loop retries their transient

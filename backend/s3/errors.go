@@ -186,3 +186,10 @@ func (e credsError) Error() string {
 }
 
 func (e credsError) Unwrap() error { return e.err }
+
+// throttled reports whether a failed read of key is the store asking for
+// fewer requests: a throttling code, 429, or 503 (S3's SlowDown, or a
+// store's plain 503 under load).
+func throttled(ctx context.Context, key string, err error) bool {
+	return errors.Is(classify(ctx, "read", key, err), backend.ErrThrottled) || httpStatus(err) == 503
+}

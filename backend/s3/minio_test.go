@@ -211,6 +211,12 @@ type faultProxy struct {
 	cuts     atomic.Int32 // GET bodies still to cut off
 	stall    atomic.Bool
 	gets     atomic.Int32
+	// answerStalls object GETs still to hold, sending nothing, until the
+	// client gives up on them; bodyStalls bodies still to stall halfway
+	// the same way.
+	answerStalls, bodyStalls atomic.Int32
+	// objectGets counts object GETs received, stalled ones included.
+	objectGets atomic.Int32
 	// fails object GETs still to answer with failStatus and failCode
 	// (an S3 error body) instead of passing them on.
 	fails      atomic.Int32
@@ -255,6 +261,13 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "<Error><Code>%s</Code><Message>injected by the test</Message></Error>", p.listFailCode)
 		return
 	}
+	if r.Method == http.MethodGet && !r.URL.Query().Has("list-type") {
+		p.objectGets.Add(1)
+		if p.answerStalls.Add(-1) >= 0 {
+			<-r.Context().Done()
+			panic(http.ErrAbortHandler)
+		}
+	}
 	if r.Method == http.MethodGet && !r.URL.Query().Has("list-type") && p.fails.Add(-1) >= 0 {
 		p.failed.Add(1)
 		w.Header().Set("Content-Type", "application/xml")
@@ -287,7 +300,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.gets.Add(1)
 	body, _ := io.ReadAll(resp.Body)
 	switch {
-	case p.stall.Load():
+	case p.stall.Load() || p.bodyStalls.Add(-1) >= 0:
 		w.Write(body[:len(body)/2])
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()

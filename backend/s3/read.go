@@ -67,20 +67,26 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 	}
 	delay := bodyBaseDelay
 	for attempt := 1; ; attempt++ {
-		n, retry, err := b.readRange(ctx, obj, p, off)
+		n, retry, err := b.readRange(ctx, obj, p, off, attempt)
 		if !retry {
 			return n, err
 		}
 		if attempt == bodyAttempts || b.conns.isClosed() {
 			return 0, classify(ctx, "read", obj.Key, fmt.Errorf("%d attempts: %w", attempt, err))
 		}
+		b.tail.retries.Add(1)
 		// Debug: with many GETs in flight, a store that slows down would
 		// log a line per GET and attempt; failures that remain surface
 		// as the read's error.
 		b.log.Debug("s3: GET failed, retrying range", "key", obj.Key, "off", off, "len", len(p), "attempt", attempt, "err", err)
+		if errors.As(err, new(stallError)) {
+			// The stall was the wait; a new connection is likely fine.
+			continue
+		}
 		wait := delay
-		if errors.Is(classify(ctx, "read", obj.Key, err), backend.ErrThrottled) || httpStatus(err) == 503 {
+		if throttled(ctx, obj.Key, err) {
 			// The store asks for less: back off harder (0.4 to 3.2 s).
+			b.tail.throttled.Add(1)
 			wait *= throttleBackoff
 		}
 		// Jitter keeps many readers cut off together from retrying in
@@ -138,20 +144,25 @@ func (b *Backend) get(ctx context.Context, obj backend.Object, off, n int64) (ra
 	return ans, nil
 }
 
-// readRange makes one GET. retry reports a failure that another GET may
+// readRange makes attempt (1, 2, ...) of a read: one GET, or two when the
+// first is slow to answer (getRaced). retry reports a failure that another GET may
 // not meet: a body cut off (which the SDK does not retry), or, for GETs
 // made without the SDK, any transient failure; err is then the raw cause.
-func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, off int64) (n int, retry bool, err error) {
-	out, err := b.get(ctx, obj, off, int64(len(p)))
+func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, off int64, attempt int) (n int, retry bool, err error) {
+	out, end, err := b.getRaced(ctx, obj, off, int64(len(p)), attempt)
 	if err != nil {
 		if httpStatus(err) == 416 || apiCode(err) == "InvalidRange" {
 			return 0, false, io.EOF // the object is shorter than obj.Size said
+		}
+		if ctx.Err() == nil && errors.As(err, new(stallError)) {
+			return 0, true, err
 		}
 		if b.raw != nil && retryable(ctx, err) {
 			return 0, true, err
 		}
 		return 0, false, classify(ctx, "read", obj.Key, err)
 	}
+	defer end()
 	defer out.body.Close()
 
 	if err := checkAnswer(obj, out.etag, out.lastModified); err != nil {
@@ -166,12 +177,21 @@ func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, o
 		want = out.contentLength
 	}
 
-	var body io.Reader = out.body
+	watch := watchBody(out.body, b.tail.bodyIdleTimeout(), b.tail.bodyDeadline(want, attempt), end)
+	var body io.Reader = watch
 	if fn := backend.ProgressOf(ctx); fn != nil {
 		body = progressReader{body, fn}
 	}
+	start := time.Now()
 	n, err = io.ReadFull(body, p[:want])
+	stall := watch.stop()
+	if err == nil {
+		b.tail.observeBody(n, time.Since(start))
+	}
 	switch {
+	case err != nil && stall != nil && ctx.Err() == nil:
+		b.tail.bodyTimeouts.Add(1)
+		return 0, true, *stall
 	case err == nil && int(want) == len(p):
 		return n, false, nil
 	case err == nil:

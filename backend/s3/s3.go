@@ -61,6 +61,7 @@ type Backend struct {
 	id     string
 	log    *slog.Logger
 	conns  *connSet
+	tail   *tail // answer times, timeouts, hedges (tail.go)
 	// listParallel is Options.ListParallel.
 	listParallel int
 
@@ -150,7 +151,7 @@ func New(ctx context.Context, source string, opts Options) (*Backend, error) {
 	}
 
 	conns := newConnSet()
-	b := &Backend{bucket: bucket, prefix: prefix, log: log, conns: conns, listParallel: opts.ListParallel}
+	b := &Backend{bucket: bucket, prefix: prefix, log: log, conns: conns, tail: newTail(), listParallel: opts.ListParallel}
 	b.client = newClient(cfg, opts, conns)
 	b.id = "s3://" + bucket + "/" + prefix
 	if ep := aws.ToString(b.client.Options().BaseEndpoint); ep != "" {
@@ -233,6 +234,10 @@ func (b *Backend) openError(ctx context.Context, source string, err error) error
 	}
 	return e
 }
+
+// RequestStats counts the GETs made for reads, their hedges, timeouts and
+// retries (backend.StatsReporter).
+func (b *Backend) RequestStats() backend.RequestStats { return b.tail.stats() }
 
 // ID returns "s3://bucket/prefix/", followed by "@endpoint" when an endpoint
 // other than AWS's own is in use.

@@ -95,6 +95,7 @@ func printStats(out io.Writer, r statsReport) {
 			}
 		}
 	}
+	printBackendStats(out, r.Mounts)
 	c := r.Cache
 	fmt.Fprintf(out, "\ncache %s (daemon pid %d, policy %s, chunk %s)\n", c.Dir, r.DaemonPid, c.Policy, humanBytes(c.ChunkSize))
 	fill := "-"
@@ -117,4 +118,26 @@ func horizonText(h readahead.Horizon) string {
 		return "(not known yet)"
 	}
 	return fmt.Sprintf("for about %.1fs", h.Seconds)
+}
+
+// printBackendStats shows the requests of the mounts whose backends count
+// them: what the store's tail cost.
+func printBackendStats(out io.Writer, mounts []dsfs.MountStats) {
+	var counted bool
+	for _, m := range mounts {
+		counted = counted || m.Backend != nil
+	}
+	if !counted {
+		return
+	}
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "MOUNT\tGETS\tHEDGED\tHEDGES WON\tNO ANSWER\tBODY STALLED\tRETRIES\tTHROTTLED\tANSWER P99\tTIMEOUT\tHEDGE AFTER\n")
+	for _, m := range mounts {
+		if b := m.Backend; b != nil {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.0fms\t%.0fms\n", m.Mountpoint, b.Gets, b.Hedges, b.HedgesWon,
+				b.FirstByteTimeouts, b.BodyTimeouts, b.Retries, b.Throttled, b.FirstByteP99Millis, b.TimeoutMillis, b.HedgeMillis)
+		}
+	}
+	w.Flush()
 }

@@ -235,6 +235,23 @@ type MountStats struct {
 	BytesFromCache   int64      `json:"bytes_from_cache"`
 	BytesFromBackend int64      `json:"bytes_from_backend"`
 	Jobs             []JobStats `json:"jobs"`
+	// Backend is nil for backends that keep no request counts.
+	Backend *BackendStats `json:"backend"`
+}
+
+// BackendStats is a mount's backend request counts in `dsmount stats
+// --json` (backend.RequestStats).
+type BackendStats struct {
+	Gets               int64   `json:"gets"`
+	Hedges             int64   `json:"hedges"`
+	HedgesWon          int64   `json:"hedges_won"`
+	FirstByteTimeouts  int64   `json:"first_byte_timeouts"`
+	BodyTimeouts       int64   `json:"body_timeouts"`
+	Retries            int64   `json:"retries"`
+	Throttled          int64   `json:"throttled"`
+	FirstByteP99Millis float64 `json:"first_byte_p99_ms"`
+	TimeoutMillis      float64 `json:"timeout_ms"`
+	HedgeMillis        float64 `json:"hedge_ms"`
 }
 
 // JobStats is one declared job in `dsmount stats --json`.

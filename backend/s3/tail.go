@@ -1,0 +1,172 @@
+package s3
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsmount/dsmount/backend"
+)
+
+// The tail of a store's latency is bounded by timeouts that follow the
+// latency it shows, and by hedging: "The Tail at Scale" (Dean and Barroso,
+// 2013), as the AWS CRT behind mountpoint-s3 and gcsfuse do it.
+//
+//   - A GET whose answer (the response headers) takes longer than
+//     timeoutMult times the recent 99th percentile of answer times, within
+//     [minTimeout, maxTimeout], is abandoned and made again; each further
+//     attempt of one read waits twice as long, so a store that has become
+//     uniformly slower is followed rather than hammered (its answers then
+//     raise the percentile).
+//   - A body that delivers no byte for as long, but at least minBodyIdle,
+//     is abandoned the same way.
+//   - A read a caller waits for (backend.WithUrgency) that has no answer
+//     after the 99th percentile sends a second GET, on another connection,
+//     and takes whichever answers first; a read ahead of its readers waits
+//     hedgeAheadMult times longer. Hedges draw on a budget earned by GETs
+//     (hedgeBudget of them), so a store that is slow for every request
+//     gets at most that share of extra requests.
+//
+// On a healthy store about one read in a hundred that a caller waits for
+// is hedged, by the percentile's definition.
+const (
+	latencyWindow  = 1024 // answer times the percentile is taken over
+	minSamples     = 32   // below this, the cold defaults apply
+	recomputeEvery = 32   // answers between recomputations of the percentile
+
+	timeoutMult = 4
+	minTimeout  = 200 * time.Millisecond
+	maxTimeout  = readIdleTimeout
+	minBodyIdle = time.Second
+	minHedge    = 5 * time.Millisecond
+
+	hedgeAheadMult = 3
+	hedgeBudget    = 0.05 // hedges earned per GET
+	hedgeBurst     = 10   // and banked at most
+
+	// Before minSamples answers: what a store far from the node might
+	// need, rather than what a local one shows.
+	coldTimeout = 5 * time.Second
+	coldHedge   = 250 * time.Millisecond
+)
+
+// percentile99 keeps the 99th percentile of the last latencyWindow
+// durations observed. Safe for concurrent use.
+type percentile99 struct {
+	mu      sync.Mutex
+	times   [latencyWindow]time.Duration // ring of recent durations
+	n       int                          // observed in all
+	scratch []time.Duration
+	p99     atomic.Int64 // nanoseconds; 0 until minSamples
+}
+
+func (q *percentile99) observe(d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.times[q.n%latencyWindow] = d
+	q.n++
+	if q.n >= minSamples && (q.n%recomputeEvery == 0 || q.n == minSamples) {
+		k := min(q.n, latencyWindow)
+		q.scratch = append(q.scratch[:0], q.times[:k]...)
+		slices.Sort(q.scratch)
+		q.p99.Store(int64(q.scratch[(k*99)/100]))
+	}
+}
+
+// get is the percentile, or 0 before minSamples observations.
+func (q *percentile99) get() time.Duration { return time.Duration(q.p99.Load()) }
+
+// tail keeps a backend's recent answer and transfer times and its request
+// counts. Safe for concurrent use.
+type tail struct {
+	// answer is the time from sending a GET to its response headers;
+	// perMiB a body's transfer time per MiB, from bodies of at least
+	// perMiBMinBytes (smaller ones say more of the request than of the
+	// transfer).
+	answer, perMiB percentile99
+
+	mu     sync.Mutex
+	tokens float64 // hedge budget
+
+	gets, hedges, hedgesWon, firstByteTimeouts, bodyTimeouts, retries, throttled atomic.Int64
+}
+
+const perMiBMinBytes = 256 << 10
+
+func newTail() *tail { return &tail{tokens: hedgeBurst} }
+
+// observeBody records a body of n bytes that took d to arrive.
+func (t *tail) observeBody(n int, d time.Duration) {
+	if n >= perMiBMinBytes {
+		t.perMiB.observe(time.Duration(float64(d) * float64(1<<20) / float64(n)))
+	}
+}
+
+// sent counts a GET and earns its share of the hedge budget.
+func (t *tail) sent() {
+	t.gets.Add(1)
+	t.mu.Lock()
+	t.tokens = min(t.tokens+hedgeBudget, hedgeBurst)
+	t.mu.Unlock()
+}
+
+// takeHedge spends one hedge from the budget, if there is one.
+func (t *tail) takeHedge() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tokens < 1 {
+		return false
+	}
+	t.tokens--
+	return true
+}
+
+// firstByteTimeout is how long attempt (1, 2, ...) of a read waits for
+// its answer.
+func (t *tail) firstByteTimeout(attempt int) time.Duration {
+	d := coldTimeout
+	if p := t.answer.get(); p > 0 {
+		d = min(max(timeoutMult*p, minTimeout), maxTimeout)
+	}
+	for range attempt - 1 {
+		d = min(2*d, maxTimeout)
+	}
+	return d
+}
+
+// bodyIdleTimeout is how long a body may deliver nothing.
+func (t *tail) bodyIdleTimeout() time.Duration {
+	return max(t.firstByteTimeout(1), minBodyIdle)
+}
+
+// bodyDeadline is how long a body of n bytes may take in all, in attempt
+// (1, 2, ...) of a read; 0 while the transfer rate is not known. It bounds
+// a connection that trickles, which the idle timeout can't see.
+func (t *tail) bodyDeadline(n int64, attempt int) time.Duration {
+	p := t.perMiB.get()
+	if p == 0 {
+		return 0
+	}
+	return t.firstByteTimeout(attempt) + max(time.Duration(timeoutMult*float64(p)*float64(n)/(1<<20)), minBodyIdle)
+}
+
+// hedgeAfter is how long a read waits for an answer before a second GET.
+func (t *tail) hedgeAfter() time.Duration {
+	if p := t.answer.get(); p > 0 {
+		return max(p, minHedge)
+	}
+	return coldHedge
+}
+
+func (t *tail) stats() backend.RequestStats {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return backend.RequestStats{
+		Gets: t.gets.Load(), Hedges: t.hedges.Load(), HedgesWon: t.hedgesWon.Load(),
+		FirstByteTimeouts: t.firstByteTimeouts.Load(), BodyTimeouts: t.bodyTimeouts.Load(),
+		Retries: t.retries.Load(), Throttled: t.throttled.Load(),
+		FirstByteP99Millis: ms(t.answer.get()),
+		TimeoutMillis:      ms(t.firstByteTimeout(1)),
+		HedgeMillis:        ms(t.hedgeAfter()),
+	}
+}
