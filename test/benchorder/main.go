@@ -119,6 +119,9 @@ type config struct {
 	warmStore          int
 	streams            int
 	streamMiB          int64
+	tail               bool
+	stallPct           float64
+	stallDeclaredPct   float64
 }
 
 // env is what every pass shares: the servers, the binary, the source data.
@@ -172,6 +175,9 @@ func main() {
 	flag.Float64Var(&c.largeConnMBs, "large-conn-mbs", 100, "MB/s one connection to the large file's proxy should get (bandwidth toxic if it is faster)")
 	flag.IntVar(&c.streams, "streams", 0, "also read this many large files at once, one dd each, through one cold mount (0: skip; needs the large-file passes)")
 	flag.Int64Var(&c.streamMiB, "stream-mib", 128, "size of each --streams file in MiB")
+	flag.BoolVar(&c.tail, "tail", false, "run the tail passes (tail.go) instead of the small-file passes: each healthy and with a share of the store's connections stalled forever")
+	flag.Float64Var(&c.stallPct, "stall-pct", 5, "--tail: percent of connections stalled in the cold and warm passes")
+	flag.Float64Var(&c.stallDeclaredPct, "stall-declared-pct", 1, "--tail: percent of connections stalled in the declared pass")
 	flag.Float64Var(&c.demand, "demand", 0.6, "stall passes: the readers' aggregate demand as a fraction of the ceiling's files/s")
 	flag.StringVar(&c.cacheSize, "cache-size", "20G", "dsmount --cache-size")
 	flag.BoolVar(&c.recycle, "recycle-memory", true, "before every timed pass, touch --recycle-mib of fresh memory and free it (untimed), so each pass starts with recently used memory (testenv.RecycleMemory)")
@@ -196,6 +202,13 @@ func main() {
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "benchorder takes no arguments, got %q\n", flag.Args())
 		os.Exit(2)
+	}
+	if c.tail && (c.skipSmall || c.stallPct <= 0 || c.stallPct > 100 || c.stallDeclaredPct <= 0 || c.stallDeclaredPct > 100) {
+		fmt.Fprintln(os.Stderr, "--tail needs the small files (no --skip-small), and --stall-pct and --stall-declared-pct in (0, 100]")
+		os.Exit(2)
+	}
+	if c.tail {
+		c.skipLrg = true
 	}
 	if c.skipSmall && c.skipLrg {
 		fmt.Fprintln(os.Stderr, "--skip-small and --skip-large: nothing to measure")
@@ -230,6 +243,20 @@ func main() {
 	e := &env{cfg: c, t: t, work: t.TempDir()}
 	setup(e)
 	warmStore(e)
+
+	if c.tail {
+		var tails [][]tailPair
+		for r := 1; r <= c.rounds; r++ {
+			e.recycleMemory()
+			ceil := ceiling(e, shuffled(e.paths, c.seed+uint64(r)-1))
+			work := time.Duration(float64(c.readers) / (c.demand * ceil.filesPerSec()) * float64(time.Second))
+			logf("round %d: ceiling %.0f files/s, work %v per sample", r, ceil.filesPerSec(), work)
+			tails = append(tails, runTailRound(e, r, work))
+		}
+		reportTail(e, tails)
+		fmt.Printf("\nreproduce: %s\n", reproduce(e.cfg))
+		return
+	}
 
 	var rounds []roundResult
 	for r := 1; r <= c.rounds; r++ {
