@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -152,6 +153,7 @@ type controlHandle struct {
 
 	mu      sync.Mutex
 	req     requestBuf
+	discard int // bytes of a refused request still to take and drop (requestBuf.discard)
 	started bool
 	out     []byte        // response bytes not read yet
 	done    bool          // the request finished; out is all there will be
@@ -170,12 +172,21 @@ func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.started {
+		if len(data) <= h.discard {
+			h.discard -= len(data)
+			return uint32(len(data)), 0
+		}
 		return 0, syscall.EBUSY
 	}
 	if len(h.req.buf)+len(data) > h.caller.maxRequest() {
 		// Refused whole: nothing more is kept, and the session is over.
+		// The write fails (the request's length is not known, so the
+		// rest can't be taken and dropped); a client that reads after
+		// it learns why.
 		h.req = requestBuf{limit: h.req.limit}
 		h.started, h.done = true, true
+		line, _ := json.Marshal(Event{Type: "error", Error: fmt.Sprintf("control request refused: over %d bytes, the most a request of this user may have", h.caller.maxRequest())})
+		h.out = append(line, '\n')
 		h.wake()
 		return 0, syscall.EFBIG
 	}
@@ -194,6 +205,7 @@ func (h *controlHandle) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	req, err := h.req.request()
+	h.discard = h.req.discard
 	large := len(h.req.buf) >= largeRequestBytes
 	h.req = requestBuf{}
 	h.wg.Add(1)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"unicode"
 
 	"github.com/dsmount/dsmount/readahead"
 )
@@ -23,6 +25,32 @@ type OrderResult struct {
 
 const maxSkippedExamples = 10
 
+const (
+	// maxJobName bounds a job's name in bytes: the daemon keeps it, logs
+	// it and shows it in stats, and a request may be 512 MiB.
+	maxJobName = 256
+	// maxEpoch bounds an epoch's number: the next epoch's (Epoch+1) must
+	// not wrap round to a negative one.
+	maxEpoch = math.MaxInt32
+)
+
+// checkJobName refuses a name that stats and logs can't show on one
+// line: empty, longer than maxJobName, or holding a control character.
+func checkJobName(name string) error {
+	if name == "" {
+		return errors.New("order: a job name is required")
+	}
+	if len(name) > maxJobName {
+		return fmt.Errorf("order: a job name may have at most %d bytes, not %d", maxJobName, len(name))
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("order: job name %q holds a control character", name)
+		}
+	}
+	return nil
+}
+
 // order serves an "order" request: declare (or end) a job's sample order.
 //
 // The declaring process (pid) owns the job: reads by it and its
@@ -35,16 +63,16 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 		fail(errors.New("declared orders are not available on this mount"))
 		return
 	}
-	if req.Job == "" {
-		fail(errors.New("order: a job name is required"))
+	if err := checkJobName(req.Job); err != nil {
+		fail(err)
 		return
 	}
 	if req.End {
 		emit(Event{Type: "result", Order: &OrderResult{Job: req.Job, Ended: m.ra.End(req.Job, c.UID, c.Privileged)}})
 		return
 	}
-	if req.Epoch < 0 {
-		fail(fmt.Errorf("order: epoch %d is negative", req.Epoch))
+	if req.Epoch < 0 || req.Epoch > maxEpoch {
+		fail(fmt.Errorf("order: epoch %d is outside 0..%d", req.Epoch, maxEpoch))
 		return
 	}
 	byIndex := req.Table != ""

@@ -27,6 +27,11 @@ type requestBuf struct {
 	need  int // the whole request's length, once the line is parsed
 	req   Request
 	err   error // the request is malformed: done, with this error
+	// discard is what the client will still write of a request refused
+	// for its announced length: those bytes are taken and dropped, so
+	// that the client's write succeeds and it reads the error that says
+	// why (refusing them failed its write with EBUSY, which says nothing).
+	discard int
 }
 
 // add appends one write and reports whether the request is complete (or
@@ -56,7 +61,8 @@ func (r *requestBuf) add(data []byte) bool {
 			r.need += n
 		}
 		if r.limit > 0 && r.need > r.limit {
-			r.err = fmt.Errorf("control request of %d bytes refused: at most %d", r.need, r.limit)
+			r.err = fmt.Errorf("control request of %d bytes refused: a request of this user may have at most %d (declare by table indices, or in parts)", r.need, r.limit)
+			r.discard = r.need - len(r.buf)
 			return true
 		}
 		if r.need > cap(r.buf) {
