@@ -31,6 +31,32 @@
 // reads JSON events: warm (warm.go), order (order.go, to readahead) and
 // stats.
 //
+// # Limits
+//
+// What a control request may ask is bounded, each refusal one error
+// line the client reads (a refused request's other bytes are taken and
+// dropped, so its writes succeed and it reads why), other jobs on the
+// mount untouched:
+//
+//   - a request's bytes, its payload included: 512 MiB from the mount's
+//     owner or root, 64 MiB from another user (maxRequestBytes,
+//     maxUserRequestBytes; caller.go);
+//   - sessions open at once: 256 of the owner's or root's, 8 of another
+//     user's (EAGAIN on the creation);
+//   - an epoch's files: readahead.MaxDeclared (10,000,000), paths or
+//     indices, current and next each; a table's paths likewise;
+//   - a job's name: 1 to 256 bytes, no control character (maxJobName);
+//     its epoch: 0 to 2^31-1 (maxEpoch);
+//   - jobs: readahead.MaxJobsPerUser (16) of a user other than the
+//     owner or root, readahead.MaxJobsPerMount (256) on the mount;
+//   - path tables kept: 4 a mount (maxTables; an older one is forgotten
+//     and a declaration naming it gets Code "unknown_table").
+//
+// Declared and warmed paths are resolved inside the tree only: a path is
+// cleaned as if rooted ("../../x" is "x"), and keys that can't be file
+// names (NUL, empty, "." or ".." components) are never in the tree. See
+// docs/fuzzing.md for the fuzz tests that hold these.
+//
 // # Readahead
 //
 // Every read is reported to the mount's readahead.Mount (with the reading
