@@ -34,6 +34,12 @@ const (
 	// value, and the index refuses a value larger than its 4 MiB value
 	// log files.
 	listingPageBytes = 1 << 20
+	// maxListingPageDecoded bounds what a stored page may decode to: a
+	// page holds listingPageBytes of entries, or one entry larger than
+	// that. A page read back from disk is not trusted: a zstd frame
+	// header can claim any size, and the decoder allocates what it
+	// claims (up to 64 GiB by default) before it decodes a byte.
+	maxListingPageDecoded = 64 << 20
 )
 
 // listingPageEnd is where the page of objs starting at start ends: at
@@ -172,7 +178,7 @@ func (c *Cache) SaveListing(source string, objs *backend.Listing) error {
 // LoadListing returns the stored listing of source and when it was saved;
 // ok is false if there is none, or none in this dsmount's format.
 func (c *Cache) LoadListing(source string) (objs *backend.Listing, saved time.Time, ok bool, err error) {
-	dec, err := zstd.NewReader(nil)
+	dec, err := newPageDecoder()
 	if err != nil {
 		return nil, time.Time{}, false, err
 	}
@@ -191,10 +197,8 @@ func (c *Cache) LoadListing(source string) (objs *backend.Listing, saved time.Ti
 			}
 			if err := item.Value(func(v []byte) error {
 				var err error
-				if raw, err = dec.DecodeAll(v, raw[:0]); err != nil {
-					return err
-				}
-				return decodeEntries(raw, objs)
+				raw, err = decodeListingPage(dec, v, raw, objs)
+				return err
 			}); err != nil {
 				return err
 			}
@@ -206,6 +210,21 @@ func (c *Cache) LoadListing(source string) (objs *backend.Listing, saved time.Ti
 		return nil, time.Time{}, false, fmt.Errorf("load listing: %w", err)
 	}
 	return objs, saved, ok, nil
+}
+
+// newPageDecoder is the decoder of stored listing pages.
+func newPageDecoder() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxListingPageDecoded))
+}
+
+// decodeListingPage appends the entries of stored page v to into,
+// decoding it into raw, which it returns for the next page.
+func decodeListingPage(dec *zstd.Decoder, v, raw []byte, into *backend.Listing) ([]byte, error) {
+	raw, err := dec.DecodeAll(v, raw[:0])
+	if err != nil {
+		return raw, fmt.Errorf("%w: listing page: %w", errCorruptRecord, err)
+	}
+	return raw, decodeEntries(raw, into)
 }
 
 func encodeEntries(b []byte, objs *backend.Listing, start, end int) []byte {
