@@ -77,6 +77,13 @@
 // rot) in a file handed to the kernel: --fast-path off (or no-open) checks
 // every read.
 //
+// The index's records are not trusted either: each is decoded with its
+// lengths checked against what it holds (record.go, listing.go), a record
+// that doesn't decode reads as none (its chunks are fetched again), and a
+// stored listing that doesn't decode, or whose page would decode to more
+// than maxListingPageDecoded (64 MiB), is not used (the source is listed
+// again). Fuzz tests feed each decoder arbitrary bytes (docs/fuzzing.md).
+//
 // # A full disk
 //
 // The index writes through memory maps, where a write with no free block
