@@ -10,7 +10,8 @@
 // FOPEN_KEEP_CACHE). Directories come from key prefixes; S3 directory markers
 // ("a/b/") only make sure a directory exists. Keys that can't be file names
 // (empty, "." or ".." components, NUL bytes, components over 255 bytes, a
-// file shadowed by a directory of the same name) are skipped and reported,
+// file shadowed by a directory of the same name), and objects of a
+// negative size, are skipped and reported,
 // never fatal. Inodes are created lazily on LOOKUP from the tree's entries,
 // with stable inode numbers, so a million-object prefix costs one small
 // entry per object until the kernel asks for it.

@@ -315,6 +315,12 @@ func (b *treeBuilder) add(i int) int32 {
 		b.dir(k)
 		return -1
 	}
+	if b.l.Size(i) < 0 {
+		// A store's answer (or a stored listing) said so; as a file
+		// it would show 16 EiB less the amount.
+		b.skip(key, "negative size")
+		return -1
+	}
 	parent := ""
 	if j := strings.LastIndexByte(k, '/'); j >= 0 {
 		parent = k[:j]
