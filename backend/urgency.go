@@ -53,3 +53,11 @@ type RequestStats struct {
 type StatsReporter interface {
 	RequestStats() RequestStats
 }
+
+// ThrottleCounter is a Backend that counts the answers in which its store
+// asked for fewer requests (S3's 503 SlowDown, 429): callers that fetch
+// ahead of readers (package readahead) shrink their parallelism when the
+// count grows, leaving the store's capacity to the reads someone waits for.
+type ThrottleCounter interface {
+	Throttled() int64
+}

@@ -60,6 +60,11 @@ type prefetchState struct {
 	// goroutine touches them.
 	ramp      int
 	idleSince time.Time
+	// After a store asked for fewer requests (throttle.go), ramp grows by
+	// one per ramp completions above ssthresh (0: never throttled), and
+	// grown counts those completions.
+	ssthresh, grown int
+	throttle        throttleWatch
 }
 
 // schedule is the prefetch loop: it tops up every job's window whenever a
@@ -114,7 +119,7 @@ func (r *Registry) schedule() {
 // and during slow start, room for one more.
 func (r *Registry) finished() {
 	r.pf.running--
-	r.pf.ramp = min(r.pf.ramp+1, r.cfg.Parallel)
+	r.grow()
 	if r.pf.running == 0 {
 		r.pf.idleSince = r.cfg.Now()
 	}
@@ -161,6 +166,9 @@ func (r *Registry) window(j *job, now time.Time, full bool) int {
 	lead, slack := r.cfg.Lead.Seconds(), r.cfg.Parallel
 	if full {
 		lead, slack = 0, r.cfg.Parallel/4
+	}
+	if r.pf.ssthresh > 0 {
+		slack = min(slack, r.pf.ramp) // a store is throttling (throttle.go)
 	}
 	w := int(math.Ceil(r.readRate(j, now)*max(4*r.pf.latency, lead))) + slack
 	return min(max(w, MinWindow), r.maxSpan(j))
@@ -211,8 +219,9 @@ func (r *Registry) fill() (active bool) {
 	// Idle since the start (a zero idleSince) counts as idle for long.
 	now := r.cfg.Now()
 	if r.pf.running == 0 && now.Sub(r.pf.idleSince) >= rampIdle {
-		r.pf.ramp = min(rampStart, r.cfg.Parallel)
+		r.pf.ramp = min(rampStart, r.cfg.Parallel, max(r.pf.ssthresh, rampStart))
 	}
+	r.watchThrottle(now)
 	free := min(r.pf.ramp-r.pf.running, writesPerFetch*r.cfg.Parallel-len(r.pf.inflight))
 	if free <= 0 || !active {
 		r.mu.Unlock()

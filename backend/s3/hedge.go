@@ -99,6 +99,9 @@ func (b *Backend) getRaced(ctx context.Context, obj backend.Object, off, n int64
 				return r.ans, cancels[r.idx], nil
 			}
 			cancels[r.idx]()
+			if throttled(ctx, obj.Key, r.err) {
+				b.tail.throttled.Add(1)
+			}
 			lastErr = r.err
 			if pending == 0 || !retryable(ctx, r.err) {
 				abandon(-1)

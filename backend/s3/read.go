@@ -86,7 +86,6 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 		wait := delay
 		if throttled(ctx, obj.Key, err) {
 			// The store asks for less: back off harder (0.4 to 3.2 s).
-			b.tail.throttled.Add(1)
 			wait *= throttleBackoff
 		}
 		// Jitter keeps many readers cut off together from retrying in

@@ -239,6 +239,10 @@ func (b *Backend) openError(ctx context.Context, source string, err error) error
 // retries (backend.StatsReporter).
 func (b *Backend) RequestStats() backend.RequestStats { return b.tail.stats() }
 
+// Throttled counts the answers asking for fewer requests
+// (backend.ThrottleCounter).
+func (b *Backend) Throttled() int64 { return b.tail.throttled.Load() }
+
 // ID returns "s3://bucket/prefix/", followed by "@endpoint" when an endpoint
 // other than AWS's own is in use.
 func (b *Backend) ID() string { return b.id }

@@ -1,0 +1,117 @@
+package test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+// TestThrottledStore: a declared epoch through a store that admits 200
+// object GETs a second and answers the rest 503 SlowDown. No reader may
+// see an error (every byte is checked); the GETs the store admits must
+// settle at its limit, the prefetcher giving way rather than hammering:
+// over the epoch's whole seconds at least 0.6x the limit admitted, and in
+// its second half at most 0.4x as many refused as admitted. Once the store
+// admits ten times as much, a declared epoch of other files must get well
+// past the old limit: prefetch recovers.
+func TestThrottledStore(t *testing.T) {
+	const (
+		files = 1200
+		rate  = 200
+	)
+	m := sharedMinIO(t)
+	const bucket = "throttled"
+	m.CreateBucket(bucket)
+	src := t.TempDir()
+	r := rand.New(rand.NewPCG(25, 2))
+	paths := make([]string, files)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("d%d/%04d.bin", i%8, i)
+		putRandomFile(t, r, src, paths[i], 2_000+r.IntN(30_000), m, bucket)
+	}
+	later := make([]string, files)
+	for i := range later {
+		later[i] = fmt.Sprintf("later/%04d.bin", i)
+		putRandomFile(t, r, src, later[i], 2_000+r.IntN(30_000), m, bucket)
+	}
+	proxy := testenv.StartThrottleProxy(t, m.Endpoint(), rate, 20)
+
+	mp := t.TempDir()
+	mount := testenv.StartMount(t, testenv.MountConfig{
+		Bin: dsmountBin, Source: "s3://" + bucket, Mountpoint: mp, Env: s3Env(m),
+		Args: []string{"--cache-dir", t.TempDir(), "--s3-endpoint", proxy.Endpoint(), "--s3-path-style"},
+	})
+	epoch := func(n int, paths []string) {
+		t.Helper()
+		order := testenv.Shuffled(paths, 7)
+		orderFile := filepath.Join(t.TempDir(), "order.txt")
+		if err := os.WriteFile(orderFile, []byte(strings.Join(order, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if res := testenv.RunCLI(dsmountBin, nil, time.Minute, "order", mp, "--job", "train", "--epoch", fmt.Sprint(n), orderFile); res.ExitCode != 0 {
+			t.Fatalf("dsmount order: exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		err := testenv.ReadAllInOrder(mp, order, 8, func(p string, data []byte) error {
+			return testenv.CompareFile(src, p, data)
+		})
+		if err != nil {
+			t.Fatalf("epoch %d: a reader saw: %v", n, err)
+		}
+	}
+	begin := time.Now()
+	epoch(0, paths)
+	end := time.Now()
+	st := testenv.Stats(t, dsmountBin, mp)
+	if st.Mount.ReadErrors != 0 {
+		t.Errorf("the daemon counted %d read errors", st.Mount.ReadErrors)
+	}
+
+	admitted, throttled := proxy.Counts()
+	// The epoch's whole seconds, on the proxy's clock (it started before
+	// the mount).
+	first := int(begin.Sub(proxy.Start())/time.Second) + 1
+	last := min(int(end.Sub(proxy.Start())/time.Second)-1, len(admitted)-1)
+	if last-first < 2 {
+		t.Fatalf("the epoch lasted %v: too short to see the rate settle (seconds %d..%d)", end.Sub(begin), first, last)
+	}
+	var adm, thr, adm2, thr2 int64
+	mid := (first + last) / 2
+	for s := first; s <= last; s++ {
+		adm += admitted[s]
+		thr += throttled[s]
+		if s >= mid {
+			adm2 += admitted[s]
+			thr2 += throttled[s]
+		}
+	}
+	secs := float64(last - first + 1)
+	t.Logf("epoch %v; per second admitted %v, refused %v (epoch seconds %d..%d); backend %+v",
+		end.Sub(begin).Round(time.Millisecond), admitted, throttled, first, last, st.Mount.Backend)
+	if thr == 0 {
+		t.Fatalf("the store refused nothing: the test did not throttle")
+	}
+	if got := float64(adm) / secs; got < 0.6*rate || got > 1.05*rate {
+		t.Errorf("%.0f GETs/s admitted over the epoch; want the limit, %d (at least 0.6x)", got, rate)
+	}
+	// Not giving way, 0.65x as many were refused as admitted.
+	if float64(thr2) > 0.4*float64(adm2) {
+		t.Errorf("second half of the epoch: %d refused, %d admitted: prefetch did not give way", thr2, adm2)
+	}
+
+	proxy.SetRate(10 * rate)
+	begin2 := time.Now()
+	epoch(1, later)
+	took := time.Since(begin2)
+	if got := float64(files) / took.Seconds(); got < 1.5*rate {
+		t.Errorf("with the limit lifted to %d GETs/s, the next epoch read %.0f files/s: prefetch did not recover", 10*rate, got)
+	} else {
+		t.Logf("limit lifted to %d GETs/s: the next epoch read %.0f files/s", 10*rate, got)
+	}
+	mount.Stop()
+}
