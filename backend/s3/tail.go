@@ -20,7 +20,8 @@ import (
 //     uniformly slower is followed rather than hammered (its answers then
 //     raise the percentile).
 //   - A body that delivers no byte for as long, but at least minBodyIdle,
-//     is abandoned the same way.
+//     is abandoned the same way, and so is one far slower than the recent
+//     99th percentile transfer time per MiB (bodyDeadline).
 //   - A read a caller waits for (backend.WithUrgency) that has no answer
 //     after the 99th percentile sends a second GET, on another connection,
 //     and takes whichever answers first; a read ahead of its readers waits
@@ -39,7 +40,10 @@ const (
 	minTimeout  = 200 * time.Millisecond
 	maxTimeout  = readIdleTimeout
 	minBodyIdle = time.Second
-	minHedge    = 5 * time.Millisecond
+
+	bodyMult     = 16
+	minBodyTotal = 2 * time.Second
+	minHedge     = 5 * time.Millisecond
 
 	hedgeAheadMult = 3
 	hedgeBudget    = 0.05 // hedges earned per GET
@@ -142,13 +146,21 @@ func (t *tail) bodyIdleTimeout() time.Duration {
 
 // bodyDeadline is how long a body of n bytes may take in all, in attempt
 // (1, 2, ...) of a read; 0 while the transfer rate is not known. It bounds
-// a connection that trickles, which the idle timeout can't see.
+// a connection that trickles, which the idle timeout can't see. It is
+// generous (bodyMult times the p99 per-MiB time, at least minBodyTotal,
+// doubling with each attempt) because bodies slow down together when many
+// streams share a link: a tight deadline would abandon them all and send
+// them again, making it worse, and fail reads that were only slow.
 func (t *tail) bodyDeadline(n int64, attempt int) time.Duration {
 	p := t.perMiB.get()
 	if p == 0 {
 		return 0
 	}
-	return t.firstByteTimeout(attempt) + max(time.Duration(timeoutMult*float64(p)*float64(n)/(1<<20)), minBodyIdle)
+	d := t.firstByteTimeout(1) + max(time.Duration(bodyMult*float64(p)*float64(n)/(1<<20)), minBodyTotal)
+	for range attempt - 1 {
+		d *= 2
+	}
+	return d
 }
 
 // hedgeAfter is how long a read waits for an answer before a second GET.
