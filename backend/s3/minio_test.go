@@ -215,6 +215,8 @@ type faultProxy struct {
 	// client gives up on them; bodyStalls bodies still to stall halfway
 	// the same way.
 	answerStalls, bodyStalls atomic.Int32
+	// trickles: bodies still to send half of, then a byte every 100 ms.
+	trickles atomic.Int32
 	// objectGets counts object GETs received, stalled ones included.
 	objectGets atomic.Int32
 	// fails object GETs still to answer with failStatus and failCode
@@ -305,6 +307,18 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 		panic(http.ErrAbortHandler)
+	case p.trickles.Add(-1) >= 0:
+		w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		for _, c := range body[len(body)/2:] {
+			select {
+			case <-r.Context().Done():
+				panic(http.ErrAbortHandler)
+			case <-time.After(100 * time.Millisecond):
+			}
+			w.Write([]byte{c})
+			w.(http.Flusher).Flush()
+		}
 	case p.cuts.Add(-1) >= 0:
 		w.Write(body[:len(body)/2])
 		w.(http.Flusher).Flush()

@@ -23,11 +23,12 @@ func TestTail(t *testing.T) {
 		{"AheadHedgesWhenUrgent", testAheadHedgesWhenUrgent},
 		{"FirstByteTimeout", testFirstByteTimeout},
 		{"BodyTimeout", testBodyTimeout},
+		{"BodyTrickle", testBodyTrickle},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			bucket := "tail-" + map[string]string{
-				"HedgeWins": "hedge", "AheadHedgesWhenUrgent": "ahead", "FirstByteTimeout": "fbt", "BodyTimeout": "body",
+				"HedgeWins": "hedge", "AheadHedgesWhenUrgent": "ahead", "FirstByteTimeout": "fbt", "BodyTimeout": "body", "BodyTrickle": "trickle",
 			}[c.name]
 			m.mkbucket(t, bucket)
 			c.fn(t, m, bucket)
@@ -153,6 +154,28 @@ func testBodyTimeout(t *testing.T, m *minio, bucket string) {
 	st := b.RequestStats()
 	if st.BodyTimeouts-before.BodyTimeouts != 1 || st.Retries-before.Retries != 1 {
 		t.Errorf("stats %+v (before %+v): want one body timeout and one retry", st, before)
+	}
+}
+
+// A body that keeps coming, a byte at a time, is abandoned at the body
+// deadline that the measured transfer times give, and the range read
+// again.
+func testBodyTrickle(t *testing.T, m *minio, bucket string) {
+	data := tailData()
+	b, proxy, obj := behindFaultProxy(t, m, bucket, data)
+	train(t, b, obj, data)
+	deadline := b.tail.bodyDeadline(int64(len(data)), 1)
+	if deadline == 0 {
+		t.Fatal("no body deadline after training on 300 KiB bodies")
+	}
+	proxy.trickles.Store(1)
+	before := b.RequestStats()
+	start := time.Now()
+	readChecked(t, context.Background(), b, obj, data)
+	took := time.Since(start)
+	st := b.RequestStats()
+	if st.BodyTimeouts-before.BodyTimeouts != 1 || took < deadline {
+		t.Errorf("took %v (deadline %v), stats %+v (before %+v): want one body timeout at the deadline", took, deadline, st, before)
 	}
 }
 
