@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -80,24 +81,52 @@ func controlCall(ctx context.Context, root string, req dsfs.Request, on func(dsf
 		return err
 	}
 	if _, err := f.Write(slices.Concat(line, []byte{'\n'}, payload)); err != nil {
+		// The daemon refuses a request over its bounds at the write
+		// (EFBIG) and says why in the answer, ready to be read.
+		if ctx.Err() == nil {
+			if rerr := readAnswer(f, root, func(dsfs.Event) error { return nil }); rerr != nil && errors.As(rerr, new(daemonError)) {
+				return rerr
+			}
+		}
 		return fmt.Errorf("send request to %s: %w", root, err)
 	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	err = readAnswer(f, root, on)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// daemonError is an "error" event's message: the daemon's own words.
+type daemonError struct{ msg string }
+
+func (e daemonError) Error() string { return e.msg }
+
+// maxAnswerLine bounds one line of the daemon's answer (a stats report
+// of many mounts and jobs is the longest).
+const maxAnswerLine = 64 << 20
+
+// readAnswer reads the daemon's answer, event lines until EOF, calling on
+// for each until an "error" event, which it returns as a daemonError.
+// Whatever r holds, the error it returns is one line.
+func readAnswer(r io.Reader, root string, on func(dsfs.Event) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxAnswerLine)
 	for sc.Scan() {
 		var ev dsfs.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("malformed answer from %s: %w", root, err)
 		}
 		if ev.Type == "error" {
-			return errors.New(ev.Error)
+			msg := oneLine(ev.Error)
+			if msg == "" {
+				msg = "the daemon reported an unnamed error"
+			}
+			return daemonError{msg}
 		}
 		if err := on(ev); err != nil {
 			return err
 		}
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read answer from %s: %w", root, err)

@@ -442,15 +442,25 @@ func (d *daemon) stats(asking *dsfs.Mount, c dsfs.Caller) any {
 	return statsReport{DaemonPid: os.Getpid(), Mount: mine, Mounts: all, Cache: cacheReport(d.cache.Stats(), d.opts), PageCache: d.ra.PageCache()}
 }
 
-func (d *daemon) serveMetrics(addr string) error {
+// metricsListenAddr is where --metrics-addr says to listen: ":PORT" is
+// 127.0.0.1:PORT, never every interface by omission.
+func metricsListenAddr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usagef("--metrics-addr %q: want HOST:PORT or :PORT", addr)
+		return "", usagef("--metrics-addr %q: want HOST:PORT or :PORT", addr)
 	}
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	return net.JoinHostPort(host, port), nil
+}
+
+func (d *daemon) serveMetrics(addr string) error {
+	listen, err := metricsListenAddr(addr)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}

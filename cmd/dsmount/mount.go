@@ -74,7 +74,14 @@ later mounts reuse it (--refresh lists again, picking up changed objects).`,
 			return runMount(cmd.Context(), cmd, args[0], args[1], f)
 		},
 	}
-	addCacheFlags(cmd, &f)
+	addMountFlags(cmd, &f)
+	return cmd
+}
+
+// addMountFlags adds mount's flags: the cache's and daemon's, and the
+// mount's own.
+func addMountFlags(cmd *cobra.Command, f *mountFlags) {
+	addCacheFlags(cmd, f)
 	fl := cmd.Flags()
 	fl.StringVar(&f.s3Endpoint, "s3-endpoint", "", "S3 endpoint URL for S3-compatible stores, e.g. http://127.0.0.1:9000")
 	fl.BoolVar(&f.s3PathStyle, "s3-path-style", false, "address buckets as ENDPOINT/BUCKET instead of BUCKET.ENDPOINT")
@@ -83,14 +90,13 @@ later mounts reuse it (--refresh lists again, picking up changed objects).`,
 	fl.BoolVar(&f.refresh, "refresh", false, "list the source again instead of using the stored listing")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one read the mount")
 	fl.StringVar(&f.fastPath, "fast-path", string(dsfs.FastPathAuto), "how hot reads skip the daemon: no-open (small files: served from the kernel's page cache), passthrough (large files: the kernel reads the cache file; Linux >= 6.9, root), off, or auto (from the dataset's file sizes)")
-	return cmd
 }
 
-// addCacheFlags adds the flags of the cache and daemon, shared by mount and
-// daemon.
 // policyOrder is the --cache-policy that evicts by the declared orders.
 const policyOrder = "order"
 
+// addCacheFlags adds the flags of the cache and daemon, shared by mount and
+// daemon.
 func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount daemon per directory; owned by the daemon's user, writable by it alone)")

@@ -253,12 +253,24 @@ func printWarm(t dsfs.WarmProgress, asJSON bool) {
 }
 
 // progressBar draws one self-overwriting line on a terminal.
-type progressBar struct{ drawn bool }
+type progressBar struct {
+	drawn bool
+	out   io.Writer // nil: os.Stderr
+}
+
+func (b *progressBar) writer() io.Writer {
+	if b.out == nil {
+		return os.Stderr
+	}
+	return b.out
+}
 
 func (b *progressBar) draw(p dsfs.WarmProgress) {
 	frac := 0.0
 	if p.Bytes > 0 {
-		frac = float64(p.BytesDone) / float64(p.Bytes)
+		// Clamped: the figures are the daemon's, and a bar of more
+		// than its width (bytes done past the total) panicked.
+		frac = min(max(float64(p.BytesDone)/float64(p.Bytes), 0), 1)
 	}
 	const width = 30
 	filled := int(frac * width)
@@ -268,14 +280,14 @@ func (b *progressBar) draw(p dsfs.WarmProgress) {
 		eta = left.String()
 	}
 	rate := float64(p.BytesFetched) / 1e6 / max(p.Seconds, 1e-9)
-	fmt.Fprintf(os.Stderr, "\r[%s%s] %d/%d files  %s/%s  %.0f MB/s  ETA %s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+	fmt.Fprintf(b.writer(), "\r[%s%s] %d/%d files  %s/%s  %.0f MB/s  ETA %s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
 		p.FilesDone, p.Files, humanBytes(p.BytesDone), humanBytes(p.Bytes), rate, eta)
 	b.drawn = true
 }
 
 func (b *progressBar) clear() {
 	if b.drawn {
-		fmt.Fprint(os.Stderr, "\r\033[K")
+		fmt.Fprint(b.writer(), "\r\033[K")
 	}
 }
 

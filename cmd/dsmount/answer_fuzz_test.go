@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/readahead"
+)
+
+// renderEvent shows an event as the commands do (warm's progress bar
+// and totals, stats' tables), to w.
+func renderEvent(w io.Writer, ev dsfs.Event) error {
+	if ev.Warm != nil {
+		bar := progressBar{out: w}
+		bar.draw(*ev.Warm)
+		bar.clear()
+		var total dsfs.WarmProgress
+		addProgress(&total, *ev.Warm)
+	}
+	if ev.Plan != nil {
+		io.WriteString(w, humanBytes(ev.Plan.Bytes-ev.Plan.BytesCached)+humanBytes(ev.Plan.CacheFree))
+	}
+	if ev.Stats != nil {
+		var r statsReport
+		if err := json.Unmarshal(ev.Stats, &r); err != nil {
+			return err
+		}
+		printStats(w, r)
+	}
+	return nil
+}
+
+// TestAnswerErrorsAreTheDaemonsWords: an "error" event ends the answer
+// as a daemonError carrying the daemon's message on one line; events
+// before it were handed on; a line that is not an event is a malformed
+// answer.
+func TestAnswerErrorsAreTheDaemonsWords(t *testing.T) {
+	var seen []string
+	in := `{"type":"plan","plan":{"files":2}}` + "\n" + `{"type":"error","error":"order: a mount may have\nat most 256 jobs"}` + "\n" + `{"type":"result"}` + "\n"
+	err := readAnswer(strings.NewReader(in), "/mnt/x", func(ev dsfs.Event) error { seen = append(seen, ev.Type); return nil })
+	var de daemonError
+	if !errors.As(err, &de) || de.msg != "order: a mount may have at most 256 jobs" || len(seen) != 1 {
+		t.Errorf("readAnswer: %v (%T), events %v; want the daemon's one line after the plan", err, err, seen)
+	}
+	err = readAnswer(strings.NewReader("not json\n"), "/mnt/x", func(dsfs.Event) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "malformed answer from /mnt/x") || errors.As(err, &de) {
+		t.Errorf("readAnswer of a line that is not JSON: %v", err)
+	}
+}
+
+// FuzzControlAnswer: whatever the daemon's answer holds (a daemon of
+// another version, a truncated line, counts that don't add up: bytes
+// done past the total, negative sizes), the CLI reads it and shows it
+// without a panic, and any error it reports is one line.
+func FuzzControlAnswer(f *testing.F) {
+	stats, err := json.Marshal(statsReport{DaemonPid: 7, Mounts: []dsfs.MountStats{{Mountpoint: "/mnt/x", Jobs: []readahead.JobStats{{Name: "j\nk", Declared: 3}}}},
+		Cache: cacheStats{Policy: policyOrder, Capacity: 10, Used: 20}, PageCache: readahead.PageCache{Samples: 1}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{
+		`{"type":"result","order":{"job":"j","epoch":1,"declared":3,"skipped_examples":[]}}` + "\n",
+		`{"type":"plan","plan":{"files":1,"bytes":10,"bytes_cached":20,"cache_free":-1}}` + "\n" + `{"type":"progress","warm":{"bytes":10,"bytes_done":25,"seconds":1}}` + "\n",
+		`{"type":"progress","warm":{"bytes":10,"bytes_done":-5,"seconds":-1,"bytes_fetched":-9223372036854775808}}`,
+		`{"type":"result","stats":` + string(stats) + "}\n",
+		`{"type":"result","stats":{"mounts":null,"cache":{"capacity":-1}}}`,
+		`{"type":"error","error":"two\nlines\r"}` + "\n",
+		`{"type":"error"}`,
+		"{\"type\":\"progress\"\n", "\n", "", "\x00", "null\n", `{"type":"result","stats":"x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := readAnswer(bytes.NewReader(b), "/mnt/x", func(ev dsfs.Event) error { return renderEvent(io.Discard, ev) })
+		if err == nil {
+			return
+		}
+		if msg := err.Error(); msg == "" || strings.ContainsAny(msg, "\n\r") {
+			t.Fatalf("answer %q: error %q, want one line", b, msg)
+		}
+	})
+}
