@@ -27,6 +27,9 @@ import (
 // exists only while open and is never listed. (Creation, not an open of
 // ControlName itself, because a no-open mount gets no OPEN to start a
 // session at; on other mounts opening ControlName read-write works too.)
+// A no-open mount is told of no close either (the kernel sends no
+// RELEASE once an OPEN was answered ENOSYS): there a request runs to its
+// end, and its session ends when its answer has been read.
 const ControlName = ".dsmount-control"
 
 // controlIno keeps clear of the tree's inode numbers, which count up from 1.
@@ -160,6 +163,7 @@ type controlHandle struct {
 	notify  chan struct{} // closed and replaced whenever out or done changes
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	ended   sync.Once // the session's place in its user's bound is given back
 }
 
 var (
@@ -188,6 +192,7 @@ func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint
 		line, _ := json.Marshal(Event{Type: "error", Error: fmt.Sprintf("control request refused: over %d bytes, the most a request of this user may have", h.caller.maxRequest())})
 		h.out = append(line, '\n')
 		h.wake()
+		h.endSession() // it holds nothing now
 		return 0, syscall.EFBIG
 	}
 	if pid := callerPID(ctx); pid != 0 && len(h.req.buf) == 0 {
@@ -245,9 +250,13 @@ func (h *controlHandle) emit(ev Event) {
 
 func (h *controlHandle) finish() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.done = true
 	h.wake()
+	drained := len(h.out) == 0 // read before the request ended
+	h.mu.Unlock()
+	if drained {
+		h.endSession()
+	}
 }
 
 // wake tells blocked readers something changed; h.mu is held.
@@ -264,11 +273,19 @@ func (h *controlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.
 		if len(h.out) > 0 {
 			n := copy(dest, h.out)
 			h.out = h.out[n:]
+			drained := h.done && len(h.out) == 0
 			h.mu.Unlock()
+			if drained {
+				h.endSession()
+			}
 			return fuse.ReadResultData(dest[:n]), 0
 		}
 		if h.done || !h.started {
+			done := h.done
 			h.mu.Unlock()
+			if done {
+				h.endSession()
+			}
 			return fuse.ReadResultData(nil), 0
 		}
 		ch := h.notify
@@ -289,8 +306,20 @@ func (h *controlHandle) Release(ctx context.Context) syscall.Errno {
 		cancel()
 	}
 	h.wg.Wait()
-	h.m.closeSession(h.caller)
+	h.endSession()
 	return 0
+}
+
+// endSession gives the session's place in its user's bound back, once:
+// when its answer has been read to the end, or at Release. Once a mount
+// has answered an OPEN with ENOSYS (no-open), the kernel sends no
+// RELEASE for any file of it, the control sessions created since
+// included: counting sessions until Release locked a user other than
+// the owner out of the control entry after 8 requests. (Such a mount
+// doesn't learn either that a client closed its session early, so a
+// request whose client went away runs to its end.)
+func (h *controlHandle) endSession() {
+	h.ended.Do(func() { h.m.closeSession(h.caller) })
 }
 
 // handle serves one control request from c, reporting through emit.

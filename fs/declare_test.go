@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -393,4 +394,47 @@ func readEvent(t *testing.T, h *controlHandle) Event {
 		t.Fatalf("answer %q: %v", b, err)
 	}
 	return ev
+}
+
+// TestSessionEndsWhenItsAnswerIsRead: a session whose answer was read to
+// the end no longer counts against its user's bound, with no Release: a
+// no-open mount gets no RELEASE, and a user other than the owner was
+// locked out after maxUserSessions requests. A session refused for its
+// bytes ends at once. One whose answer is unread still counts.
+func TestSessionEndsWhenItsAnswerIsRead(t *testing.T) {
+	m := declMount(t)
+	ctx := context.Background() // no FUSE context: nobody, not privileged
+	stats := orderBytes(t, Request{Op: "order", Job: "j", End: true})
+	for i := range 3 * maxUserSessions {
+		h, errno := m.newControlHandle(ctx)
+		if errno != 0 {
+			t.Fatalf("session %d: %v", i+1, errno)
+		}
+		switch i % 3 {
+		case 0, 1:
+			if _, errno := h.Write(ctx, stats, 0); errno != 0 {
+				t.Fatal(errno)
+			}
+			readEvent(t, h) // the one line, to its end
+		case 2:
+			if _, errno := h.Write(ctx, make([]byte, maxUserRequestBytes+1), 0); errno != syscall.EFBIG {
+				t.Fatalf("a request over the bytes: %v", errno)
+			}
+		}
+	}
+	var held []*controlHandle
+	for range maxUserSessions {
+		h, errno := m.newControlHandle(ctx)
+		if errno != 0 {
+			t.Fatalf("a session after the others were read: %v", errno)
+		}
+		h.Write(ctx, stats, 0) // answered, not read
+		held = append(held, h)
+	}
+	if _, errno := m.newControlHandle(ctx); errno != syscall.EAGAIN {
+		t.Errorf("a session past %d unread ones: %v, want EAGAIN", maxUserSessions, errno)
+	}
+	for _, h := range held {
+		h.Release(ctx)
+	}
 }
