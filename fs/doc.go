@@ -43,7 +43,8 @@
 //     owner or root, 64 MiB from another user (maxRequestBytes,
 //     maxUserRequestBytes; caller.go);
 //   - sessions open at once: 256 of the owner's or root's, 8 of another
-//     user's (EAGAIN on the creation);
+//     user's (EAGAIN on the creation); a session counts until its answer
+//     has been read to the end or it is closed;
 //   - an epoch's files: readahead.MaxDeclared (10,000,000), paths or
 //     indices, current and next each; a table's paths likewise;
 //   - a job's name: 1 to 256 bytes, no control character (maxJobName);
