@@ -278,6 +278,11 @@ func (c *chunkRecord) unmarshal(b []byte) error {
 		c.Sums = []uint32{binary.BigEndian.Uint32(b)}
 		c.Len = binary.BigEndian.Uint32(b[4:])
 		c.Whole = blocksIn(int64(c.Len)) > 1
+		if c.Len == 0 {
+			// No chunk is empty (an empty object has none), and a
+			// sum of no block is no record this dsmount wrote.
+			return errCorruptRecord
+		}
 		return nil
 	}
 	if len(b) < 12 || len(b)%4 != 0 {
