@@ -23,3 +23,17 @@ func (tp *Toxiproxy) SetProxyEnabledErr(proxy string, enabled bool) error {
 func (tp *Toxiproxy) RemoveToxicErr(proxy, name string) error {
 	return tp.call(http.MethodDelete, "/proxies/"+proxy+"/toxics/"+name, nil, nil)
 }
+
+// ToxicsErr lists the toxics on proxy.
+func (tp *Toxiproxy) ToxicsErr(proxy string) ([]Toxic, error) {
+	var got []Toxic
+	err := tp.call(http.MethodGet, "/proxies/"+proxy+"/toxics", nil, &got)
+	return got, err
+}
+
+// ProxyEnabledErr reports whether proxy is enabled.
+func (tp *Toxiproxy) ProxyEnabledErr(proxy string) (bool, error) {
+	var got toxiproxyProxy
+	err := tp.call(http.MethodGet, "/proxies/"+proxy, nil, &got)
+	return got.Enabled, err
+}

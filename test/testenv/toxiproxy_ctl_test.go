@@ -39,6 +39,9 @@ func TestToxiproxyDisable(t *testing.T) {
 	if err := tp.SetProxyEnabledErr("svc", false); err != nil {
 		t.Fatal(err)
 	}
+	if on, err := tp.ProxyEnabledErr("svc"); err != nil || on {
+		t.Fatalf("ProxyEnabledErr after disabling = %v, %v", on, err)
+	}
 	if err := get(); err == nil {
 		t.Fatal("GET through a disabled proxy succeeded")
 	}
@@ -49,8 +52,14 @@ func TestToxiproxyDisable(t *testing.T) {
 		t.Fatalf("GET through the proxy enabled again: %v", err)
 	}
 	tp.AddLatency("svc", 1, 0)
+	if got, err := tp.ToxicsErr("svc"); err != nil || len(got) != 1 || got[0].Name != "latency" {
+		t.Fatalf("ToxicsErr = %+v, %v; want the latency toxic", got, err)
+	}
 	if err := tp.RemoveToxicErr("svc", "latency"); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := tp.ToxicsErr("svc"); err != nil || len(got) != 0 {
+		t.Fatalf("ToxicsErr after the removal = %+v, %v; want none", got, err)
 	}
 	if err := tp.RemoveToxicErr("svc", "latency"); err == nil {
 		t.Fatal("removing a toxic twice succeeded")
