@@ -333,7 +333,6 @@ func TestDeclarationBounds(t *testing.T) {
 	big := make([]byte, 4*(readahead.MaxDeclared+1))
 	evs := send(m, owner, orderBytes(t, Request{Op: "order", Job: "big", Table: TableName(nil), IndicesBytes: len(big)}, big))
 	refused("MaxDeclared+1 files", evs[0], "at most 10000000 files")
-	big = nil
 
 	// A request over the user's bound on bytes, announced: refused at
 	// its first write, the rest taken and dropped, the error readable.
