@@ -68,8 +68,9 @@ type MountStats struct {
 	cache.SourceStats
 	Jobs []readahead.JobStats `json:"jobs"`
 	// Backend counts the source's requests (hedges, timeouts, retries),
-	// where its backend keeps count (backend.StatsReporter).
-	Backend *backend.RequestStats `json:"backend,omitempty"`
+	// where its backend keeps count (backend.StatsReporter); zero where
+	// it doesn't.
+	Backend backend.RequestStats `json:"backend"`
 }
 
 // Mount is one mounted dsmount filesystem.
@@ -264,8 +265,7 @@ func (m *Mount) Stats() MountStats {
 		Jobs:        m.Jobs(),
 	}
 	if r, ok := m.src.Backend().(backend.StatsReporter); ok {
-		rs := r.RequestStats()
-		s.Backend = &rs
+		s.Backend = r.RequestStats()
 	}
 	return s
 }

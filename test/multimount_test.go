@@ -116,7 +116,7 @@ func TestMultiMount(t *testing.T) {
 	waitNoFetches(t, mps[0])
 	g1 := f.gets(t)
 	t.Logf("3 concurrent cold passes over 3 mounts of one source: %d GETs for %d chunks", g1-g0, f.chunks)
-	if g1-g0 != f.chunks {
+	if !getsWithin(t, mps[0], g1-g0, f.chunks) {
 		t.Errorf("3 concurrent cold passes made %d GETs, want the %d of one pass (one per chunk)", g1-g0, f.chunks)
 	}
 

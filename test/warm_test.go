@@ -56,7 +56,7 @@ func TestWarm(t *testing.T) {
 	rep, _ := testenv.Warm(t, dsmountBin, warmTimeout, mp)
 	g1 := f.gets(t)
 	t.Logf("warm: %+v; %d GETs", rep, g1-g0)
-	if g1-g0 != f.chunks {
+	if !getsWithin(t, mp, g1-g0, f.chunks) {
 		t.Errorf("warming the whole tree made %d GETs, want exactly one per chunk: %d", g1-g0, f.chunks)
 	}
 	want := testenv.WarmReport{Files: nFiles, Bytes: total, ChunksFetched: f.chunks, BytesFetched: total, Seconds: rep.Seconds}
@@ -195,7 +195,7 @@ func TestWarmInterruptResume(t *testing.T) {
 	rep, _ := testenv.Warm(t, dsmountBin, warmTimeout, mp)
 	g3 := f.gets(t)
 	t.Logf("resumed warm: %+v, %d GETs (%d chunks were missing)", rep, g3-g2, missing)
-	if g3-g2 != missing {
+	if !getsWithin(t, mp, g3-g2, missing) {
 		t.Errorf("the resumed warm made %d GETs; %d chunks were missing", g3-g2, missing)
 	}
 	if rep.ChunksFetched != missing || rep.ChunksAlreadyCached != f.chunks-missing || rep.ChunksNotCached != 0 || rep.Interrupted {
@@ -328,7 +328,7 @@ func TestWarmConcurrentWithReaders(t *testing.T) {
 	waitNoFetches(t, mp)
 	g1 := f.gets(t)
 	t.Logf("warm with readers: %+v; %d GETs for %d chunks", rep, g1-g0, f.chunks)
-	if g1-g0 != f.chunks {
+	if !getsWithin(t, mp, g1-g0, f.chunks) {
 		t.Errorf("warm + readers made %d GETs, want exactly one per chunk: %d", g1-g0, f.chunks)
 	}
 	if rep.ChunksFetched+rep.ChunksAlreadyCached != f.chunks || rep.ChunksNotCached != 0 {
@@ -387,7 +387,7 @@ func TestWarmFromStdin(t *testing.T) {
 	if rep.Files != wantFiles || rep.Bytes != wantBytes || rep.ChunksFetched != wantChunks {
 		t.Errorf("warm from stdin: %+v; want %d files, %d bytes, %d chunks fetched", rep, wantFiles, wantBytes, wantChunks)
 	}
-	if g1-g0 != wantChunks {
+	if !getsWithin(t, mp, g1-g0, wantChunks) {
 		t.Errorf("warm from stdin made %d GETs, want %d", g1-g0, wantChunks)
 	}
 	checkFullyCached(t, "the warmed directory and file", wantFiles, wantBytes, mpPath(mp, dir), mpPath(mp, file))

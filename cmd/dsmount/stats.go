@@ -125,7 +125,7 @@ func horizonText(h readahead.Horizon) string {
 func printBackendStats(out io.Writer, mounts []dsfs.MountStats) {
 	var counted bool
 	for _, m := range mounts {
-		counted = counted || m.Backend != nil
+		counted = counted || m.Backend.Gets > 0
 	}
 	if !counted {
 		return
@@ -134,7 +134,7 @@ func printBackendStats(out io.Writer, mounts []dsfs.MountStats) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "MOUNT\tGETS\tHEDGED\tHEDGES WON\tNO ANSWER\tBODY STALLED\tRETRIES\tTHROTTLED\tANSWER P99\tTIMEOUT\tHEDGE AFTER\n")
 	for _, m := range mounts {
-		if b := m.Backend; b != nil {
+		if b := m.Backend; b.Gets > 0 {
 			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0fms\t%.0fms\t%.0fms\n", m.Mountpoint, b.Gets, b.Hedges, b.HedgesWon,
 				b.FirstByteTimeouts, b.BodyTimeouts, b.Retries, b.Throttled, b.FirstByteP99Millis, b.TimeoutMillis, b.HedgeMillis)
 		}

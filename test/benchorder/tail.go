@@ -146,9 +146,7 @@ func tailPass(e *env, round int, what string, order []string, declare bool, work
 		res.maxRead = slices.Max(rs.lat)
 		res.p99Read = time.Duration(percentiles(rs.lat, 99)[0] * 1e6)
 	}
-	if st.Mount.Backend != nil {
-		res.backend = *st.Mount.Backend
-	}
+	res.backend = st.Mount.Backend
 	if work > 0 {
 		res.work = time.Duration(int64(len(order)) * int64(work) / int64(c.readers))
 		res.stallSec = (el - res.work).Seconds()

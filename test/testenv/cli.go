@@ -235,8 +235,8 @@ type MountStats struct {
 	BytesFromCache   int64      `json:"bytes_from_cache"`
 	BytesFromBackend int64      `json:"bytes_from_backend"`
 	Jobs             []JobStats `json:"jobs"`
-	// Backend is nil for backends that keep no request counts.
-	Backend *BackendStats `json:"backend"`
+	// Backend is zero for backends that keep no request counts.
+	Backend BackendStats `json:"backend"`
 }
 
 // BackendStats is a mount's backend request counts in `dsmount stats
