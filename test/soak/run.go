@@ -152,7 +152,6 @@ func (s *soak) checkDaemonLog(res *result) {
 type daemonFigures struct {
 	Lives          int   `json:"lives"`
 	VerifyFailures int64 `json:"verify_failures"`
-	ReadErrors     int64 `json:"read_errors"`
 }
 
 func daemonTotals(samples []sample) daemonFigures {
@@ -166,7 +165,6 @@ func daemonTotals(samples []sample) daemonFigures {
 	for _, s := range last {
 		f.Lives++
 		f.VerifyFailures += s.VerifyFailures
-		f.ReadErrors += s.ReadErrors
 	}
 	return f
 }

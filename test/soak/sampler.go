@@ -26,7 +26,7 @@ type sample struct {
 	Jobs           int       `json:"jobs"` // declared jobs the daemon holds, all mounts
 	Used           int64     `json:"cache_used_bytes"`
 	VerifyFailures int64     `json:"verify_failures"` // this daemon's, so far
-	ReadErrors     int64     `json:"read_errors"`     // this daemon's, all mounts, so far
+	ReadErrors     int64     `json:"read_errors"`     // the mount's, since it was last mounted
 	Verified       int64     `json:"verified_reads"`  // by the readers, whole run, so far
 	Faults         string    `json:"faults"`          // in force
 }
