@@ -37,3 +37,25 @@ func (tp *Toxiproxy) ProxyEnabledErr(proxy string) (bool, error) {
 	err := tp.call(http.MethodGet, "/proxies/"+proxy, nil, &got)
 	return got.Enabled, err
 }
+
+// AddProxyAtErr is AddProxyErr listening on listen (127.0.0.1:PORT): how a
+// proxy is made again, on the address its clients know, in a new
+// toxiproxy server that replaces a wedged one.
+func (tp *Toxiproxy) AddProxyAtErr(name, listen, upstream string) error {
+	var got toxiproxyProxy
+	err := tp.call(http.MethodPost, "/proxies",
+		toxiproxyProxy{Name: name, Listen: listen, Upstream: upstream, Enabled: true}, &got)
+	if err == nil && got.Listen != listen {
+		err = fmt.Errorf("toxiproxy: proxy %q listens on %s, asked for %s", name, got.Listen, listen)
+	}
+	return err
+}
+
+// Kill ends the toxiproxy server now (SIGKILL) and waits for it: every
+// connection through its proxies is cut. Toxiproxy can wedge removing a
+// toxic while a link's client goes away (Shopify/toxiproxy#558: the API
+// then hangs for good); the way out is a new server.
+func (tp *Toxiproxy) Kill() {
+	tp.cmd.Process.Kill()
+	<-tp.done
+}

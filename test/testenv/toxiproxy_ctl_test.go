@@ -65,3 +65,34 @@ func TestToxiproxyDisable(t *testing.T) {
 		t.Fatal("removing a toxic twice succeeded")
 	}
 }
+
+// TestToxiproxyReplace kills a toxiproxy server and makes its proxy again,
+// on the same address, in a new one.
+func TestToxiproxyReplace(t *testing.T) {
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "pong")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	tp := StartToxiproxy(t)
+	addr := tp.AddProxy("svc", ln.Addr().String())
+	tp.Kill()
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	if resp, err := hc.Get("http://" + addr + "/"); err == nil {
+		resp.Body.Close()
+		t.Fatal("GET through a killed toxiproxy succeeded")
+	}
+	tp2 := StartToxiproxy(t)
+	if err := tp2.AddProxyAtErr("svc", addr, ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("GET through the new toxiproxy: %v", err)
+	}
+	resp.Body.Close()
+}
