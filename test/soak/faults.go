@@ -154,7 +154,7 @@ func (in *injector) active() string {
 }
 
 func (in *injector) inject(ctx context.Context, kind string) {
-	tp := in.r.tp
+	tp := in.r.proxy()
 	switch kind {
 	case "stall":
 		in.holdToxic(ctx, kind, fmt.Sprintf("%.0f%% of connections stall (no bytes, never closed) for %v", stallToxicity*100, in.hold),
@@ -175,8 +175,7 @@ func (in *injector) inject(ctx context.Context, kind string) {
 			return
 		}
 		sleepCtx(ctx, in.down)
-		in.lifting(w)
-		in.close(w, retry(func() error { return tp.SetProxyEnabledErr(proxy, true) }))
+		in.lift(w, func(tp *testenv.Toxiproxy) error { return tp.SetProxyEnabledErr(proxy, true) })
 	case "cache-file":
 		in.tamper()
 	case "kill":
@@ -199,7 +198,7 @@ func (in *injector) inject(ctx context.Context, kind string) {
 // holdToxic adds tx for in.hold (less if ctx ends first), then removes it.
 func (in *injector) holdToxic(ctx context.Context, kind, detail string, tx testenv.Toxic) {
 	w := in.open(kind, detail)
-	tp := in.r.tp
+	tp := in.r.proxy()
 	err := retry(func() error {
 		err := tp.AddToxicErr(proxy, tx)
 		if err != nil && strings.Contains(err.Error(), "409") {
@@ -212,45 +211,13 @@ func (in *injector) holdToxic(ctx context.Context, kind, detail string, tx teste
 		return
 	}
 	sleepCtx(ctx, in.hold)
-	in.lifting(w)
-	in.close(w, retry(func() error {
+	in.lift(w, func(tp *testenv.Toxiproxy) error {
 		err := tp.RemoveToxicErr(proxy, tx.Name)
 		if err != nil && strings.Contains(err.Error(), "404") {
 			return nil // an earlier try got there; its answer was lost
 		}
 		return err
-	}))
-}
-
-// retry makes up to 5 tries of a call to toxiproxy's API, half a second
-// apart: a call on a kept-alive connection the server has just closed
-// fails ("connection reset by peer") and is not retried by the client.
-func retry(call func() error) error {
-	var err error
-	for range 5 {
-		if err = call(); err == nil {
-			return nil
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	return err
-}
-
-// lifted checks that no toxic is left on the proxy and that it is
-// enabled: every fault was undone.
-func (in *injector) lifted() error {
-	toxics, err := in.r.tp.ToxicsErr(proxy)
-	if err != nil {
-		return err
-	}
-	on, err := in.r.tp.ProxyEnabledErr(proxy)
-	if err != nil {
-		return err
-	}
-	if len(toxics) > 0 || !on {
-		return fmt.Errorf("toxics left on the proxy: %+v; enabled: %v", toxics, on)
-	}
-	return nil
+	})
 }
 
 // tamper does the next of testenv.TamperKinds to a random cache file.

@@ -109,6 +109,9 @@ func printTables(w io.Writer, res *result) {
 	if n := len(res.RemountRaces); n > 0 {
 		fmt.Fprintf(&b, "\nremounts refused as \"already mounted by this daemon\" right after the unmount: %d, waits (s): %.1f\n", n, res.RemountRaces)
 	}
+	if res.ProxyRestarts > 0 {
+		fmt.Fprintf(&b, "\ntoxiproxy wedged undoing a fault and was replaced %d times (Shopify/toxiproxy#558)\n", res.ProxyRestarts)
+	}
 	fmt.Fprintf(&b, "\n%-15s %-18s %12s %12s %12s %s\n", "series", "span", "first third", "last third", "limit", "ok")
 	for _, g := range res.Growth {
 		lim := "-"

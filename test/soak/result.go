@@ -26,11 +26,14 @@ type result struct {
 	// RemountRaces are the seconds each remount waited for the daemon to
 	// let the mountpoint in again after the unmount (rig.mount).
 	RemountRaces []float64 `json:"remount_races_s"`
-	Faults       []window  `json:"faults"`
-	Samples      []sample  `json:"samples"`
-	Checks       []check   `json:"checks"`
-	Pass         bool      `json:"pass"`
-	Reason       string    `json:"reason"` // the first failure
+	// ProxyRestarts counts the toxiproxy servers replaced because one
+	// wedged undoing a fault (proxyctl.go).
+	ProxyRestarts int      `json:"toxiproxy_restarts"`
+	Faults        []window `json:"faults"`
+	Samples       []sample `json:"samples"`
+	Checks        []check  `json:"checks"`
+	Pass          bool     `json:"pass"`
+	Reason        string   `json:"reason"` // the first failure
 
 	base    string // the run's directory, for the leak checks
 	ownPIDs []int  // MinIO and toxiproxy

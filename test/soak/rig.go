@@ -25,7 +25,7 @@ const (
 // replaced after a kill -9; mu guards it.
 type rig struct {
 	log  *slog.Logger
-	pt   *testenv.ProgramT
+	pt   testenv.T
 	base string // every file of the run is under it
 	bin  string // dsmount
 	self string // this program, run as the readers
@@ -37,8 +37,10 @@ type rig struct {
 	cacheSize int64
 
 	minio       *testenv.MinIO
-	tp          *testenv.Toxiproxy
-	endpoint    string // http://PROXY
+	tp          *testenv.Toxiproxy // replaced when it wedges (proxyctl.go); mu
+	proxyAddr   string             // the proxy's address, 127.0.0.1:PORT
+	upstream    string             // MinIO's address, behind the proxy
+	endpoint    string             // http://proxyAddr
 	cacheDir    string
 	mp          string
 	metricsAddr string
@@ -53,6 +55,8 @@ type rig struct {
 	daemon  *testenv.Daemon
 	daemons []*testenv.Daemon // every one started
 	gen     int               // how many daemons have been started
+	// proxyRestarts counts toxiproxy servers replaced (proxyctl.go).
+	proxyRestarts int
 }
 
 // setUp makes the dataset, starts MinIO and toxiproxy, uploads the
@@ -101,7 +105,9 @@ func setUp(ctx context.Context, cfg config, pt *testenv.ProgramT, log *slog.Logg
 		return nil, err
 	}
 	r.tp = testenv.StartToxiproxy(pt)
-	r.endpoint = "http://" + r.tp.AddProxy(proxy, r.minio.Addr())
+	r.upstream = r.minio.Addr()
+	r.proxyAddr = r.tp.AddProxy(proxy, r.upstream)
+	r.endpoint = "http://" + r.proxyAddr
 	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return nil, err

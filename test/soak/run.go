@@ -82,6 +82,10 @@ func run(ctx context.Context, cfg config, pt *testenv.ProgramT, log *slog.Logger
 	res.Faults = inj.snapshot()
 	res.Activities = s.done
 	res.Abandoned = s.abandoned
+	r.mu.Lock()
+	res.ProxyRestarts = r.proxyRestarts
+	res.ownPIDs = append(res.ownPIDs, r.tp.Pid())
+	r.mu.Unlock()
 	for _, d := range r.races {
 		res.RemountRaces = append(res.RemountRaces, d.Seconds())
 	}
