@@ -25,6 +25,13 @@ func (e stallError) Error() string {
 // Timeout marks it as a timeout for net.Error-minded callers.
 func (stallError) Timeout() bool { return true }
 
+// maxHedges is how many hedges one attempt may send. With a share of the
+// store's connections stalled, a hedge has the same chance of meeting one
+// as the GET it hedges: with one hedge, a third of the healthy warms'
+// rounds with 5% stalled waited for a first-byte timeout (go run
+// ./test/benchorder --tail).
+const maxHedges = 2
+
 // raced is one GET's outcome in getRaced.
 type raced struct {
 	ans    rangeAnswer
@@ -35,12 +42,13 @@ type raced struct {
 }
 
 // getRaced makes attempt (1, 2, ...) of a ranged GET of obj: it waits up
-// to the first-byte timeout for an answer, sending a second GET (a hedge)
-// when the first is slow to answer (tail.go), and returns the first
-// answer that came, with the function that ends its request: the caller
-// calls it once done with the body. The other GET is abandoned.
+// to the first-byte timeout for an answer, sending another GET (a hedge)
+// when the first is slow to answer (tail.go), and a third twice as late
+// (maxHedges), and returns the first answer that came, with the function
+// that ends its request: the caller calls it once done with the body. The
+// other GETs are abandoned.
 func (b *Backend) getRaced(ctx context.Context, obj backend.Object, off, n int64, attempt int) (rangeAnswer, context.CancelFunc, error) {
-	results := make(chan raced, 2) // never blocks a GET's goroutine
+	results := make(chan raced, 1+maxHedges) // never blocks a GET's goroutine
 	var cancels []context.CancelFunc
 	pending := 0 // GETs sent whose outcome has not come
 	launch := func(hedge bool) {
@@ -82,7 +90,7 @@ func (b *Backend) getRaced(ctx context.Context, obj backend.Object, off, n int64
 	hedgeTimer := time.NewTimer(hedgeAfter)
 	defer hedgeTimer.Stop()
 	urgent := backend.UrgencyOf(ctx)
-	hedged := false
+	hedges := 0
 
 	launch(false)
 	var lastErr error
@@ -109,9 +117,6 @@ func (b *Backend) getRaced(ctx context.Context, obj backend.Object, off, n int64
 			}
 			// The other GET may still answer.
 		case <-hedgeTimer.C:
-			if hedged {
-				continue
-			}
 			// A read ahead of its readers hedges later, unless a
 			// reader has caught up with it meanwhile.
 			waited := time.Since(start)
@@ -120,9 +125,14 @@ func (b *Backend) getRaced(ctx context.Context, obj backend.Object, off, n int64
 				continue
 			}
 			if pending > 0 && b.tail.takeHedge() {
-				hedged = true
+				hedges++
 				b.tail.hedges.Add(1)
 				launch(true)
+			}
+			// A hedge may meet a stalled connection too: one more,
+			// twice as late.
+			if hedges < maxHedges {
+				hedgeTimer.Reset(2 * hedgeAfter)
 			}
 		case <-timeout.C:
 			abandon(-1)

@@ -217,6 +217,9 @@ type faultProxy struct {
 	answerStalls, bodyStalls atomic.Int32
 	// trickles: bodies still to send half of, then a byte every 100 ms.
 	trickles atomic.Int32
+	// answerDelay holds every object GET this long (nanoseconds) before
+	// passing it on: a store that has become slow.
+	answerDelay atomic.Int64
 	// objectGets counts object GETs received, stalled ones included.
 	objectGets atomic.Int32
 	// fails object GETs still to answer with failStatus and failCode
@@ -265,6 +268,13 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodGet && !r.URL.Query().Has("list-type") {
 		p.objectGets.Add(1)
+		if d := time.Duration(p.answerDelay.Load()); d > 0 {
+			select {
+			case <-r.Context().Done():
+				panic(http.ErrAbortHandler)
+			case <-time.After(d):
+			}
+		}
 		if p.answerStalls.Add(-1) >= 0 {
 			<-r.Context().Done()
 			panic(http.ErrAbortHandler)

@@ -21,7 +21,11 @@ const (
 	// response headers arrive, and a body cut off after that is ours to
 	// retry; GETs made without the SDK (get.go) are retried here
 	// altogether.
-	bodyAttempts    = 5
+	bodyAttempts = 5
+	// maxStalls bounds the attempts abandoned for making no progress
+	// (tail.go): their timeouts double from 200 ms at least to the 30 s
+	// ceiling within it.
+	maxStalls       = 9
 	bodyBaseDelay   = 50 * time.Millisecond
 	throttleBackoff = 8
 )
@@ -66,20 +70,31 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 		return 0, nil
 	}
 	delay := bodyBaseDelay
-	for attempt := 1; ; attempt++ {
-		n, retry, err := b.readRange(ctx, obj, p, off, attempt)
+	// Failures and stalls are counted apart: a stall's timeout doubles
+	// with each one (tail.go), so a store that has become slower for
+	// every request is waited for longer each time, up to the 30 s
+	// ceiling, rather than given up on after bodyAttempts short waits.
+	failures, stalls := 0, 0
+	for {
+		n, retry, err := b.readRange(ctx, obj, p, off, stalls+1)
 		if !retry {
 			return n, err
 		}
-		if attempt == bodyAttempts || b.conns.isClosed() {
-			return 0, classify(ctx, "read", obj.Key, fmt.Errorf("%d attempts: %w", attempt, err))
+		stall := errors.As(err, new(stallError))
+		if stall {
+			stalls++
+		} else {
+			failures++
+		}
+		if failures == bodyAttempts || stalls == maxStalls || b.conns.isClosed() {
+			return 0, classify(ctx, "read", obj.Key, fmt.Errorf("%d attempts: %w", failures+stalls, err))
 		}
 		b.tail.retries.Add(1)
 		// Debug: with many GETs in flight, a store that slows down would
 		// log a line per GET and attempt; failures that remain surface
 		// as the read's error.
-		b.log.Debug("s3: GET failed, retrying range", "key", obj.Key, "off", off, "len", len(p), "attempt", attempt, "err", err)
-		if errors.As(err, new(stallError)) {
+		b.log.Debug("s3: GET failed, retrying range", "key", obj.Key, "off", off, "len", len(p), "failures", failures, "stalls", stalls, "err", err)
+		if stall {
 			// The stall was the wait; a new connection is likely fine.
 			continue
 		}

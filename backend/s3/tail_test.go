@@ -24,11 +24,12 @@ func TestTail(t *testing.T) {
 		{"FirstByteTimeout", testFirstByteTimeout},
 		{"BodyTimeout", testBodyTimeout},
 		{"BodyTrickle", testBodyTrickle},
+		{"SlowerStore", testSlowerStore},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			bucket := "tail-" + map[string]string{
-				"HedgeWins": "hedge", "AheadHedgesWhenUrgent": "ahead", "FirstByteTimeout": "fbt", "BodyTimeout": "body", "BodyTrickle": "trickle",
+				"HedgeWins": "hedge", "AheadHedgesWhenUrgent": "ahead", "FirstByteTimeout": "fbt", "BodyTimeout": "body", "BodyTrickle": "trickle", "SlowerStore": "slower",
 			}[c.name]
 			m.mkbucket(t, bucket)
 			c.fn(t, m, bucket)
@@ -177,6 +178,26 @@ func testBodyTrickle(t *testing.T, m *minio, bucket string) {
 	if st.BodyTimeouts-before.BodyTimeouts != 1 || took < deadline {
 		t.Errorf("took %v (deadline %v), stats %+v (before %+v): want one body timeout at the deadline", took, deadline, st, before)
 	}
+}
+
+// A store that becomes slower for every request than the timeouts it
+// taught allow is waited for longer at each attempt: its reads are slow,
+// never failed.
+func testSlowerStore(t *testing.T, m *minio, bucket string) {
+	data := tailData()
+	b, proxy, obj := behindFaultProxy(t, m, bucket, data)
+	train(t, b, obj, data)
+	first := b.tail.firstByteTimeout(1)
+	slow := 6 * first
+	proxy.answerDelay.Store(int64(slow))
+	for range 2 {
+		readChecked(t, context.Background(), b, obj, data)
+	}
+	st := b.RequestStats()
+	if st.FirstByteTimeouts == 0 {
+		t.Errorf("stats %+v: answers %v late with a first timeout of %v, and no timeout fired", st, slow, first)
+	}
+	t.Logf("answers %v late, first timeout %v: %+v", slow, first, st)
 }
 
 // waitUntil polls cond every millisecond until it holds, failing the test
