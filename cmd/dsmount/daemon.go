@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,8 +50,13 @@ type daemon struct {
 	mu      sync.Mutex
 	mounts  map[string]*dsfs.Mount // by mountpoint
 	pending map[string]bool        // mountpoints being mounted (see addMount)
-	closing bool                   // close has begun: no new mounts
-	wg      sync.WaitGroup         // socket server and mount watchers
+	// gone holds, by mountpoint, a channel closed once the mount is
+	// forgotten (watch). The kernel unmounts before the daemon hears of
+	// it, so a request to mount the same place right after `dsmount
+	// unmount` waits for that rather than being refused.
+	gone    map[string]chan struct{}
+	closing bool           // close has begun: no new mounts
+	wg      sync.WaitGroup // socket server and mount watchers
 }
 
 // cacheFlags are the settings of the cache a daemon serves.
@@ -114,7 +120,7 @@ func startDaemon(cf cacheFlags, metricsAddr string, exitWhenEmpty bool, log *slo
 				cf.dir, humanBytes(free), cache.ErrNoSpace)
 		}
 	}
-	d := &daemon{cache: c, ra: ra, streams: readahead.NewStreams(0, 0), opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}, pending: map[string]bool{}}
+	d := &daemon{cache: c, ra: ra, streams: readahead.NewStreams(0, 0), opts: cf, log: log, exitWhenEmpty: exitWhenEmpty, done: make(chan struct{}), mounts: map[string]*dsfs.Mount{}, pending: map[string]bool{}, gone: map[string]chan struct{}{}}
 	sock := filepath.Join(cf.dir, socketName)
 	os.Remove(sock) // stale: whoever made it no longer holds the cache lock
 	ln, err := listenPrivate(sock)
@@ -144,6 +150,9 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 	// Reserve the mountpoint: two requests for one mountpoint must not both
 	// mount, and a request still listing when the daemon closes must not
 	// mount after close has unmounted everything.
+	if err := d.waitUnmounted(ctx, req.Mountpoint); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	_, taken := d.mounts[req.Mountpoint]
 	taken = taken || d.pending[req.Mountpoint]
@@ -202,6 +211,7 @@ func (d *daemon) addMount(ctx context.Context, req mountRequest) (*dsfs.Mount, e
 		return nil, errors.New("the dsmount daemon is shutting down")
 	}
 	d.mounts[req.Mountpoint] = m
+	d.gone[req.Mountpoint] = make(chan struct{})
 	d.wg.Add(1)
 	d.mu.Unlock()
 	go d.watch(m, release)
@@ -231,13 +241,52 @@ func (d *daemon) watch(m *dsfs.Mount, release func()) {
 	release()
 	d.mu.Lock()
 	delete(d.mounts, m.Mountpoint())
+	gone := d.gone[m.Mountpoint()]
+	delete(d.gone, m.Mountpoint())
 	empty := len(d.mounts) == 0
 	d.mu.Unlock()
+	close(gone)
 	d.log.Info("unmounted", "mountpoint", m.Mountpoint())
 	if empty && d.exitWhenEmpty {
 		d.stop()
 	}
 }
+
+// waitUnmounted waits, up to unmountSettle, for the daemon to forget a
+// mount of mountpoint that the kernel no longer has (unmounted from
+// outside, its server still ending). A mount still in place is left for
+// addMount to refuse.
+func (d *daemon) waitUnmounted(ctx context.Context, mountpoint string) error {
+	d.mu.Lock()
+	gone := d.gone[mountpoint]
+	d.mu.Unlock()
+	if gone == nil || stillFuse(mountpoint) {
+		return nil
+	}
+	t := time.NewTimer(unmountSettle)
+	defer t.Stop()
+	select {
+	case <-gone:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// unmountSettle bounds how long a mount request waits for an unmounted
+// mount of the same place to be forgotten.
+const unmountSettle = 10 * time.Second
+
+// stillFuse reports whether a FUSE filesystem is mounted at dir: after an
+// unmount, dir is the directory beneath again.
+func stillFuse(dir string) bool {
+	var st syscall.Statfs_t
+	return syscall.Statfs(dir, &st) == nil && st.Type == fuseSuperMagic
+}
+
+// fuseSuperMagic is FUSE's f_type in statfs (linux/magic.h).
+const fuseSuperMagic = 0x65735546
 
 func (d *daemon) stop() { d.doneOnce.Do(func() { close(d.done) }) }
 
