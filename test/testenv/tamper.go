@@ -39,11 +39,12 @@ func TamperFile(path, fault string, r *rand.Rand) error {
 		err = os.Remove(path)
 	case "replace":
 		// A new file of the same size renamed over the old one, as an
-		// editor or a restore from backup would.
-		tmp := path + ".new"
-		if err = os.WriteFile(tmp, junk(size), 0o600); err == nil {
-			err = os.Rename(tmp, path)
-		}
+		// editor or a restore from backup would. It keeps the old one's
+		// holes: a pack whose evicted slots were punched out may be
+		// gigabytes long with little on disk, and junk written over the
+		// holes would be space the daemon never took (the soak's bound
+		// on the cache's disk use counts blocks).
+		err = replaceKeepingHoles(path, size, junk)
 	case "truncate-extend":
 		if err = os.Truncate(path, 0); err == nil {
 			err = os.Truncate(path, size)
@@ -100,4 +101,45 @@ func CacheFiles(cacheDir string, subs ...string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// replaceKeepingHoles writes a file of size bytes with junk where the file
+// at path has data and holes where it has holes, and renames it over path.
+func replaceKeepingHoles(path string, size int64, junk func(int64) []byte) error {
+	const seekData, seekHole = 3, 4 // SEEK_DATA, SEEK_HOLE (Linux)
+	old, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	tmp := path + ".new"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	for off := int64(0); off < size; {
+		start, err := old.Seek(off, seekData)
+		if err != nil {
+			break // ENXIO: no data past off
+		}
+		end, err := old.Seek(start, seekHole)
+		if err != nil {
+			end = size
+		}
+		for at := start; at < end; at += 8 << 20 {
+			if _, err := f.WriteAt(junk(min(8<<20, end-at)), at); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		off = end
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	return err
 }
