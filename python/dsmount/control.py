@@ -219,7 +219,15 @@ class Client:
         except OSError as e:
             raise DsmountError("open the control entry of %s: %s" % (self.mountpoint, e)) from e
         try:
-            _write_all(f, line + payload if payload else line)
+            try:
+                _write_all(f, line + payload if payload else line)
+            except OSError as e:
+                # The daemon refuses a request over the caller's bounds
+                # at the write (EFBIG) and says why in its answer.
+                refusal = _refusal(f, self.mountpoint)
+                if refusal is not None:
+                    raise refusal from e
+                raise
             result = None
             for ev in _events(f, self.mountpoint):
                 if ev.get("type") == "error":
@@ -345,6 +353,18 @@ def _write_all(f, data):
         if not n:
             raise OSError("short write to the control entry")
         view = view[n:]
+
+
+def _refusal(f, root):
+    """The daemon's reason for refusing a request at its write, as a
+    :class:`DsmountError`, or None if it gave none."""
+    try:
+        for ev in _events(f, root):
+            if ev.get("type") == "error":
+                return DsmountError(ev.get("error") or "the daemon refused the request", ev.get("code"))
+    except (OSError, DsmountError):
+        pass
+    return None
 
 
 def _events(f, root):

@@ -1,5 +1,7 @@
 """Unit tests of dsmount.control against a fake control entry."""
 
+import errno
+import json
 import os
 import tempfile
 import unittest
@@ -136,10 +138,40 @@ class ClientTest(unittest.TestCase):
         with self.assertRaisesRegex(DsmountError, "no answer"):
             self.client.stats()
 
+    def test_refused_at_the_write(self):
+        # Over the caller's bound the daemon fails the write (EFBIG) and
+        # queues its reason: the client reports that, not "File too large".
+        reason = "control request of 70000000 bytes refused: a request of this user may have at most 67108864"
+        client = Client("/mnt/ds", opener=lambda root: _RefusingFile(reason))
+        with self.assertRaisesRegex(DsmountError, "at most 67108864"):
+            client.stats()
+        # With no reason queued, the write's own error shows.
+        client = Client("/mnt/ds", opener=lambda root: _RefusingFile(None))
+        with self.assertRaisesRegex(DsmountError, "File too large"):
+            client.stats()
+
     def test_not_a_mount(self):
         with tempfile.TemporaryDirectory() as d:
             with self.assertRaisesRegex(DsmountError, "not inside a dsmount mount"):
                 Client(d).stats()
+
+
+class _RefusingFile:
+    """A control entry that refuses every write with EFBIG, with reason
+    (or nothing) to read."""
+
+    def __init__(self, reason):
+        self.out = (json.dumps({"type": "error", "error": reason}) + "\n").encode() if reason else b""
+
+    def write(self, data):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+
+    def read(self, n):
+        chunk, self.out = self.out[:n], self.out[n:]
+        return chunk
+
+    def close(self):
+        pass
 
 
 if __name__ == "__main__":
