@@ -2,9 +2,7 @@ package main
 
 import (
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -16,17 +14,9 @@ import (
 // replaces the server, with the proxy on the same address; one it answers
 // does not. Needs the toxiproxy binary ($DSMOUNT_TOXIPROXY).
 func TestLiftReplacesAWedgedProxy(t *testing.T) {
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "pong")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	upstream := testenv.ServePong(t)
 	tp := testenv.StartToxiproxy(t)
-	r := &rig{pt: t, tp: tp, upstream: ln.Addr().String()}
+	r := &rig{pt: t, tp: tp, upstream: upstream}
 	r.proxyAddr = tp.AddProxy(proxy, r.upstream)
 	in := &injector{r: r, log: slog.New(slog.DiscardHandler)}
 

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -12,18 +11,10 @@ import (
 // connections (the store looks down), and enabled again it forwards on the
 // same address; and RemoveToxicErr.
 func TestToxiproxyDisable(t *testing.T) {
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "pong")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	upstream := ServePong(t)
 
 	tp := StartToxiproxy(t)
-	addr := tp.AddProxy("svc", ln.Addr().String())
+	addr := tp.AddProxy("svc", upstream)
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	get := func() error {
 		resp, err := hc.Get("http://" + addr + "/")
@@ -69,17 +60,9 @@ func TestToxiproxyDisable(t *testing.T) {
 // TestToxiproxyReplace kills a toxiproxy server and makes its proxy again,
 // on the same address, in a new one.
 func TestToxiproxyReplace(t *testing.T) {
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "pong")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	upstream := ServePong(t)
 	tp := StartToxiproxy(t)
-	addr := tp.AddProxy("svc", ln.Addr().String())
+	addr := tp.AddProxy("svc", upstream)
 	tp.Kill()
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	if resp, err := hc.Get("http://" + addr + "/"); err == nil {
@@ -87,7 +70,7 @@ func TestToxiproxyReplace(t *testing.T) {
 		t.Fatal("GET through a killed toxiproxy succeeded")
 	}
 	tp2 := StartToxiproxy(t)
-	if err := tp2.AddProxyAtErr("svc", addr, ln.Addr().String()); err != nil {
+	if err := tp2.AddProxyAtErr("svc", addr, upstream); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := hc.Get("http://" + addr + "/")

@@ -19,18 +19,10 @@ import (
 // object from MinIO through a slowed proxy with the S3 client, the way the
 // warm benchmark does.
 func TestToxiproxy(t *testing.T) {
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "pong")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	upstream := ServePong(t)
 
 	tp := StartToxiproxy(t)
-	addr := tp.AddProxy("echo", ln.Addr().String())
+	addr := tp.AddProxy("echo", upstream)
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil || host != "127.0.0.1" {
 		t.Fatalf("proxy listen address %q, want 127.0.0.1:PORT (%v)", addr, err)
