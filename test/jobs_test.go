@@ -28,10 +28,10 @@ func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "benchjobs")
-	build := exec.Command("go", "build", "-o", bin, "./test/benchjobs")
+	build := exec.Command("go", "build", "-o", bin, "./bench/jobs")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./test/benchjobs: %v\n%s", err, out)
+		t.Fatalf("go build ./bench/jobs: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, "--files", "2000", "--jobs", "2", "--fractions", "0.25", "--bounded", "on", "--page-cache", "30000000",
 		"--policies", "order,fill-and-hold", "--epochs", "2", "--latency", "5", "--jitter", "0", "--json")
