@@ -9,77 +9,20 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/dsmount/dsmount/internal/control"
+
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // ControlName is the hidden entry at a mount's root through which the CLI
-// (dsmount warm, dsmount stats) talks to the daemon. It works from any
-// process that sees the mount, a container with only the mount included.
-// It is absent from directory listings and shadows a dataset key of the
+// (dsmount warm, dsmount stats) and the Python package talk to the daemon:
+// see internal/control for the protocol. It shadows a dataset key of the
 // same name (reported as skipped).
-//
-// Protocol: create (O_CREAT|O_EXCL, read-write) a new entry named
-// ControlName + "." + anything unique at the mount's root, write one JSON
-// Request terminated by '\n' and the payload it announces, if any (in as
-// many writes as needed; see requestBuf), then read JSON
-// Event lines until EOF. Closing the file cancels the request. The entry
-// exists only while open and is never listed. (Creation, not an open of
-// ControlName itself, because a no-open mount gets no OPEN to start a
-// session at; on other mounts opening ControlName read-write works too.)
-// A no-open mount is told of no close either (the kernel sends no
-// RELEASE once an OPEN was answered ENOSYS): there a request runs to its
-// end, and its session ends when its answer has been read.
-const ControlName = ".dsmount-control"
+const ControlName = control.EntryName
 
 // controlIno keeps clear of the tree's inode numbers, which count up from 1.
 const controlIno = 1 << 62
-
-// Request is one control request.
-type Request struct {
-	Op    string   `json:"op"`              // "warm", "order" or "stats"
-	Paths []string `json:"paths,omitempty"` // warm: files or directories; order: the epoch's files in order; relative to the mount root
-	Job   string   `json:"job,omitempty"`   // order: the job's name, unique on the mount
-	Epoch int      `json:"epoch,omitempty"` // order: the epoch Paths is the order of
-	Next  []string `json:"next,omitempty"`  // order: the next epoch's order, when known
-	End   bool     `json:"end,omitempty"`   // order: forget the job (it is done)
-	// PID (order) names the training process whose reads (its own and its
-	// descendants') are the job's; default: the process writing the
-	// request. Anonymous: no owner; reads are matched by file alone.
-	PID       int  `json:"pid,omitempty"`
-	Anonymous bool `json:"anonymous,omitempty"`
-	Parallel  int  `json:"parallel,omitempty"` // warm: chunk fetches in flight
-	Check     bool `json:"check,omitempty"`    // warm: report the cached fraction, fetch nothing
-	// PathsBytes and NextBytes (order) announce Paths and Next as a
-	// payload after the request line instead: see requestBuf.
-	PathsBytes int `json:"paths_bytes,omitempty"`
-	NextBytes  int `json:"next_bytes,omitempty"`
-	// Table (order) names the path table that Indices index (see
-	// table.go); TableBytes announces the table itself in the payload
-	// (its paths, NUL-ended), after Paths and Next; IndicesBytes and
-	// NextIndicesBytes the epoch's and the next's indices into it, as
-	// little-endian uint32s, after the table.
-	Table            string `json:"table,omitempty"`
-	TableBytes       int    `json:"table_bytes,omitempty"`
-	IndicesBytes     int    `json:"indices_bytes,omitempty"`
-	NextIndicesBytes int    `json:"next_indices_bytes,omitempty"`
-
-	tablePayload         []byte   // the table sent, if any
-	indices, nextIndices []uint32 // decoded from the payload
-}
-
-// Event is one line of a control response.
-type Event struct {
-	Type  string `json:"type"` // "plan", "progress", "result" or "error"
-	Error string `json:"error,omitempty"`
-	// Code names an error a client acts on: "unknown_table" (send the
-	// table again).
-	Code  string          `json:"code,omitempty"`
-	Warm  *WarmProgress   `json:"warm,omitempty"`
-	Plan  *WarmPlan       `json:"plan,omitempty"`
-	Order *OrderResult    `json:"order,omitempty"`
-	Stats json.RawMessage `json:"stats,omitempty"`
-}
 
 // controlNode is the control entry's inode.
 type controlNode struct {
@@ -144,7 +87,7 @@ func (m *Mount) newControlHandle(ctx context.Context) (*controlHandle, syscall.E
 	if errno := m.openSession(c); errno != 0 {
 		return nil, errno
 	}
-	return &controlHandle{m: m, caller: c, notify: make(chan struct{}), req: requestBuf{limit: c.maxRequest()}}, 0
+	return &controlHandle{m: m, caller: c, notify: make(chan struct{}), req: control.NewBuffer(c.maxRequest())}, 0
 }
 
 // controlHandle is one client session: a request being written, then the
@@ -155,8 +98,8 @@ type controlHandle struct {
 	caller Caller // who opened the session; PID: who wrote the request
 
 	mu      sync.Mutex
-	req     requestBuf
-	discard int // bytes of a refused request still to take and drop (requestBuf.discard)
+	req     control.Buffer
+	discard int // bytes of a refused request still to take and drop (control.Buffer.Discard)
 	started bool
 	out     []byte        // response bytes not read yet
 	done    bool          // the request finished; out is all there will be
@@ -182,23 +125,23 @@ func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint
 		}
 		return 0, syscall.EBUSY
 	}
-	if len(h.req.buf)+len(data) > h.caller.maxRequest() {
+	if h.req.Len()+len(data) > h.caller.maxRequest() {
 		// Refused whole: nothing more is kept, and the session is over.
 		// The write fails (the request's length is not known, so the
 		// rest can't be taken and dropped); a client that reads after
 		// it learns why.
-		h.req = requestBuf{limit: h.req.limit}
+		h.req = control.NewBuffer(h.req.Limit())
 		h.started, h.done = true, true
-		line, _ := json.Marshal(Event{Type: "error", Error: fmt.Sprintf("control request refused: over %d bytes, the most a request of this user may have", h.caller.maxRequest())})
+		line, _ := json.Marshal(control.Event{Type: "error", Error: fmt.Sprintf("control request refused: over %d bytes, the most a request of this user may have", h.caller.maxRequest())})
 		h.out = append(line, '\n')
 		h.wake()
 		h.endSession() // it holds nothing now
 		return 0, syscall.EFBIG
 	}
-	if pid := callerPID(ctx); pid != 0 && len(h.req.buf) == 0 {
+	if pid := callerPID(ctx); pid != 0 && h.req.Len() == 0 {
 		h.caller.PID = pid
 	}
-	if h.req.add(data) {
+	if h.req.Add(data) {
 		h.start()
 	}
 	return uint32(len(data)), 0
@@ -209,16 +152,16 @@ func (h *controlHandle) start() {
 	h.started = true
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	req, err := h.req.request()
-	h.discard = h.req.discard
-	large := len(h.req.buf) >= largeRequestBytes
-	h.req = requestBuf{}
+	req, err := h.req.Request()
+	h.discard = h.req.Discard()
+	large := h.req.Len() >= largeRequestBytes
+	h.req = control.Buffer{}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		defer h.finish()
 		if err != nil {
-			h.emit(Event{Type: "error", Error: err.Error()})
+			h.emit(control.Event{Type: "error", Error: err.Error()})
 			return
 		}
 		h.m.handle(ctx, req, h.caller, h.emit)
@@ -227,7 +170,7 @@ func (h *controlHandle) start() {
 			// was made of them as garbage about the size of what it
 			// declared: back to the system now, not when the
 			// scavenger gets to it (the daemon's RSS is the node's).
-			req = Request{}
+			req = control.Request{}
 			debug.FreeOSMemory()
 		}
 	}()
@@ -237,10 +180,10 @@ func (h *controlHandle) start() {
 // the system at once (about 250,000 paths).
 const largeRequestBytes = 10 << 20
 
-func (h *controlHandle) emit(ev Event) {
+func (h *controlHandle) emit(ev control.Event) {
 	line, err := json.Marshal(ev)
 	if err != nil {
-		line, _ = json.Marshal(Event{Type: "error", Error: err.Error()})
+		line, _ = json.Marshal(control.Event{Type: "error", Error: err.Error()})
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -323,7 +266,12 @@ func (h *controlHandle) endSession() {
 }
 
 // handle serves one control request from c, reporting through emit.
-func (m *Mount) handle(ctx context.Context, req Request, c Caller, emit func(Event)) {
+func (m *Mount) handle(ctx context.Context, req control.Request, c Caller, emit func(control.Event)) {
+	if req.Version < 0 || req.Version > control.Version {
+		emit(control.Event{Type: control.EventError, Code: control.CodeUnsupportedVersion,
+			Error: fmt.Sprintf("control request of protocol version %d refused: this daemon speaks version %d (upgrade it)", req.Version, control.Version)})
+		return
+	}
 	switch req.Op {
 	case "warm":
 		m.warm(ctx, req, c, emit)
@@ -331,16 +279,16 @@ func (m *Mount) handle(ctx context.Context, req Request, c Caller, emit func(Eve
 		m.order(ctx, req, c, emit)
 	case "stats":
 		if m.statsHook == nil {
-			emit(Event{Type: "error", Error: "stats are not available on this mount"})
+			emit(control.Event{Type: "error", Error: "stats are not available on this mount"})
 			return
 		}
 		b, err := json.Marshal(m.statsHook(m, c))
 		if err != nil {
-			emit(Event{Type: "error", Error: err.Error()})
+			emit(control.Event{Type: "error", Error: err.Error()})
 			return
 		}
-		emit(Event{Type: "result", Stats: b})
+		emit(control.Event{Type: "result", Stats: b})
 	default:
-		emit(Event{Type: "error", Error: "unknown control op " + strconv.Quote(req.Op)})
+		emit(control.Event{Type: "error", Error: "unknown control op " + strconv.Quote(req.Op)})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsmount/dsmount/backend/memory"
 	"github.com/dsmount/dsmount/cache"
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/readahead"
 )
 
@@ -41,16 +42,16 @@ func declMount(tb testing.TB) *Mount {
 
 // send frames b as a session would deliver it and runs the request; it
 // returns the events, nil if b is not a complete request.
-func send(m *Mount, c Caller, b []byte) []Event {
-	r := requestBuf{limit: c.maxRequest()}
-	if !r.add(b) {
+func send(m *Mount, c Caller, b []byte) []control.Event {
+	r := control.NewBuffer(c.maxRequest())
+	if !r.Add(b) {
 		return nil
 	}
-	var evs []Event
-	emit := func(ev Event) { evs = append(evs, ev) }
-	req, err := r.request()
+	var evs []control.Event
+	emit := func(ev control.Event) { evs = append(evs, ev) }
+	req, err := r.Request()
 	if err != nil {
-		emit(Event{Type: "error", Error: err.Error()})
+		emit(control.Event{Type: "error", Error: err.Error()})
 		return evs
 	}
 	m.handle(context.Background(), req, c, emit)
@@ -58,7 +59,7 @@ func send(m *Mount, c Caller, b []byte) []Event {
 }
 
 // orderBytes encodes an order request with its payload, as the clients do.
-func orderBytes(tb testing.TB, req Request, payload ...[]byte) []byte {
+func orderBytes(tb testing.TB, req control.Request, payload ...[]byte) []byte {
 	line, err := json.Marshal(req)
 	if err != nil {
 		tb.Fatal(err)
@@ -145,7 +146,7 @@ func FuzzLookup(f *testing.F) {
 // other job on the mount is untouched either way.
 func FuzzOrder(f *testing.F) {
 	m := declMount(f)
-	keepReq := orderBytes(f, Request{Op: "order", Job: "keep", Epoch: 5, PathsBytes: len(nulJoined(declKeys[:4]))}, nulJoined(declKeys[:4]))
+	keepReq := orderBytes(f, control.Request{Op: "order", Job: "keep", Epoch: 5, PathsBytes: len(nulJoined(declKeys[:4]))}, nulJoined(declKeys[:4]))
 	if evs := send(m, Caller{UID: 4242}, keepReq); len(evs) != 1 || evs[0].Type != "result" {
 		f.Fatalf("declaring the kept job: %+v", evs)
 	}
@@ -184,7 +185,7 @@ func FuzzOrder(f *testing.F) {
 		if privileged {
 			c.UID = 0
 		}
-		req := Request{Op: "order", Job: job, Epoch: epoch, End: mode&4 != 0}
+		req := control.Request{Op: "order", Job: job, Epoch: epoch, End: mode&4 != 0}
 		var payload [][]byte
 		var cur, nxt []string // the paths declared, as the daemon gets them
 		nIdx, nNextIdx := len(indices)/4, len(nextIdx)/4
@@ -202,7 +203,7 @@ func FuzzOrder(f *testing.F) {
 			}
 			cur, nxt = viaJSON(t, req.Paths), viaJSON(t, req.Next)
 		default: // a table, sent (2) or only named (3), and indices into it
-			req.Table = TableName(table)
+			req.Table = control.TableName(table)
 			if mode&3 == 2 {
 				req.TableBytes = len(table)
 			} else {
@@ -261,7 +262,7 @@ func splitNUL(b []byte) []string {
 }
 
 // checkDeclared checks an accepted declaration against its request.
-func checkDeclared(t *testing.T, m *Mount, c Caller, req Request, res *OrderResult, cur, nxt []string, nIdx, nNextIdx int) {
+func checkDeclared(t *testing.T, m *Mount, c Caller, req control.Request, res *control.OrderResult, cur, nxt []string, nIdx, nNextIdx int) {
 	t.Helper()
 	if checkJobName(req.Job) != nil || res.Epoch != req.Epoch || req.Epoch < 0 || req.Epoch > maxEpoch {
 		t.Fatalf("declared job %q epoch %d", req.Job, req.Epoch)
@@ -303,10 +304,10 @@ func checkDeclared(t *testing.T, m *Mount, c Caller, req Request, res *OrderResu
 func TestDeclarationBounds(t *testing.T) {
 	m := declMount(t)
 	owner := Caller{UID: 0, Privileged: true}
-	declare := func(c Caller, job string, epoch int, paths ...string) Event {
+	declare := func(c Caller, job string, epoch int, paths ...string) control.Event {
 		t.Helper()
 		p := nulJoined(paths)
-		evs := send(m, c, orderBytes(t, Request{Op: "order", Job: job, Epoch: epoch, PathsBytes: len(p)}, p))
+		evs := send(m, c, orderBytes(t, control.Request{Op: "order", Job: job, Epoch: epoch, PathsBytes: len(p)}, p))
 		if len(evs) != 1 {
 			t.Fatalf("%d events", len(evs))
 		}
@@ -316,7 +317,7 @@ func TestDeclarationBounds(t *testing.T) {
 		t.Fatal(ev.Error)
 	}
 	keep, _ := jobOf(m, "keep", 4242)
-	refused := func(what string, ev Event, want string) {
+	refused := func(what string, ev control.Event, want string) {
 		t.Helper()
 		if ev.Type != "error" || strings.Contains(ev.Error, "\n") || !strings.Contains(ev.Error, want) {
 			t.Errorf("%s: %+v; want one error line with %q", what, ev, want)
@@ -331,7 +332,7 @@ func TestDeclarationBounds(t *testing.T) {
 
 	// More files than an epoch may have, as indices (4 bytes each).
 	big := make([]byte, 4*(readahead.MaxDeclared+1))
-	evs := send(m, owner, orderBytes(t, Request{Op: "order", Job: "big", Table: TableName(nil), IndicesBytes: len(big)}, big))
+	evs := send(m, owner, orderBytes(t, control.Request{Op: "order", Job: "big", Table: control.TableName(nil), IndicesBytes: len(big)}, big))
 	refused("MaxDeclared+1 files", evs[0], "at most 10000000 files")
 
 	// A request over the user's bound on bytes, announced: refused at
@@ -340,7 +341,7 @@ func TestDeclarationBounds(t *testing.T) {
 	if errno != 0 {
 		t.Fatal(errno)
 	}
-	line := orderBytes(t, Request{Op: "order", Job: "huge", PathsBytes: maxUserRequestBytes})
+	line := orderBytes(t, control.Request{Op: "order", Job: "huge", PathsBytes: maxUserRequestBytes})
 	if n, errno := h.Write(context.Background(), line, 0); errno != 0 || int(n) != len(line) {
 		t.Fatalf("the request line: %d, %v", n, errno)
 	}
@@ -378,7 +379,7 @@ func TestDeclarationBounds(t *testing.T) {
 }
 
 // readEvent reads one event line from a session, with a deadline.
-func readEvent(t *testing.T, h *controlHandle) Event {
+func readEvent(t *testing.T, h *controlHandle) control.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -388,7 +389,7 @@ func readEvent(t *testing.T, h *controlHandle) Event {
 		t.Fatalf("read the answer: %v", errno)
 	}
 	b, _ := res.Bytes(buf)
-	var ev Event
+	var ev control.Event
 	if err := json.Unmarshal(b, &ev); err != nil {
 		t.Fatalf("answer %q: %v", b, err)
 	}
@@ -403,7 +404,7 @@ func readEvent(t *testing.T, h *controlHandle) Event {
 func TestSessionEndsWhenItsAnswerIsRead(t *testing.T) {
 	m := declMount(t)
 	ctx := context.Background() // no FUSE context: nobody, not privileged
-	stats := orderBytes(t, Request{Op: "order", Job: "j", End: true})
+	stats := orderBytes(t, control.Request{Op: "order", Job: "j", End: true})
 	for i := range 3 * maxUserSessions {
 		h, errno := m.newControlHandle(ctx)
 		if errno != 0 {

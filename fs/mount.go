@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsmount/dsmount/internal/control"
+
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -52,26 +54,8 @@ type Config struct {
 	Streams *readahead.Streams
 }
 
-// MountStats are one mount's figures.
-type MountStats struct {
-	Mountpoint string `json:"mountpoint"`
-	Source     string `json:"source"`
-	Files      int    `json:"files"`
-	Reads      int64  `json:"reads"`
-	BytesRead  int64  `json:"bytes_read"`
-	ReadErrors int64  `json:"read_errors"`
-	// Lookups counts the kernel's LOOKUPs: names it had to ask for one at
-	// a time (a file's first open, unless a listing of its directory
-	// introduced it).
-	Lookups  int64  `json:"lookups"`
-	FastPath string `json:"fast_path"`
-	cache.SourceStats
-	Jobs []readahead.JobStats `json:"jobs"`
-	// Backend counts the source's requests (hedges, timeouts, retries),
-	// where its backend keeps count (backend.StatsReporter); zero where
-	// it doesn't.
-	Backend backend.RequestStats `json:"backend"`
-}
+// MountStats are one mount's figures (see internal/control).
+type MountStats = control.MountStats
 
 // Mount is one mounted dsmount filesystem.
 type Mount struct {

@@ -7,21 +7,9 @@ import (
 	"math"
 	"unicode"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/readahead"
 )
-
-// OrderResult answers an "order" request: what the declaration kept.
-type OrderResult struct {
-	Job          string `json:"job"`
-	Epoch        int    `json:"epoch"`
-	Declared     int    `json:"declared"`      // files of the current epoch's order kept
-	NextDeclared int    `json:"next_declared"` // files of the next epoch's order kept
-	Duplicates   int    `json:"duplicates"`    // repeats left out (a file is read once per epoch)
-	Skipped      int    `json:"skipped"`       // paths that are not files of the mount, left out
-	// SkippedExamples names the first few skipped paths and why.
-	SkippedExamples []string `json:"skipped_examples"`
-	Ended           bool     `json:"ended,omitempty"` // an "end" request forgot the job
-}
 
 const maxSkippedExamples = 10
 
@@ -57,8 +45,8 @@ func checkJobName(name string) error {
 // descendants count for this job alone. The dsmount CLI is a passing
 // process, so its declarations are owned by none (pid 0); its --pid flag
 // names the training process instead.
-func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Event)) {
-	fail := func(err error) { emit(Event{Type: "error", Error: err.Error()}) }
+func (m *Mount) order(ctx context.Context, req control.Request, c Caller, emit func(control.Event)) {
+	fail := func(err error) { emit(control.Event{Type: "error", Error: err.Error()}) }
 	if m.ra == nil {
 		fail(errors.New("declared orders are not available on this mount"))
 		return
@@ -68,7 +56,7 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 		return
 	}
 	if req.End {
-		emit(Event{Type: "result", Order: &OrderResult{Job: req.Job, Ended: m.ra.End(req.Job, c.UID, c.Privileged)}})
+		emit(control.Event{Type: "result", Order: &control.OrderResult{Job: req.Job, Ended: m.ra.End(req.Job, c.UID, c.Privileged)}})
 		return
 	}
 	if req.Epoch < 0 || req.Epoch > maxEpoch {
@@ -82,7 +70,7 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 	}
 	nCur, nNext := len(req.Paths), len(req.Next)
 	if byIndex {
-		nCur, nNext = len(req.indices), len(req.nextIndices)
+		nCur, nNext = len(req.Indices), len(req.NextIndices)
 	}
 	if nCur > readahead.MaxDeclared || nNext > readahead.MaxDeclared {
 		fail(fmt.Errorf("order: %w", readahead.ErrTooMany))
@@ -92,19 +80,19 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 		fail(fmt.Errorf("order: %w", readahead.ErrEmpty))
 		return
 	}
-	res := &OrderResult{Job: req.Job, Epoch: req.Epoch, SkippedExamples: []string{}}
+	res := &control.OrderResult{Job: req.Job, Epoch: req.Epoch, SkippedExamples: []string{}}
 	var cur, next []readahead.Item
 	if byIndex {
 		t, err := m.table(req)
 		if errors.Is(err, ErrUnknownTable) {
-			emit(Event{Type: "error", Error: "order: " + err.Error(), Code: "unknown_table"})
+			emit(control.Event{Type: "error", Error: "order: " + err.Error(), Code: "unknown_table"})
 			return
 		}
 		if err != nil {
 			fail(err)
 			return
 		}
-		cur, next = tableItems(t, req.indices, res), tableItems(t, req.nextIndices, res)
+		cur, next = tableItems(t, req.Indices, res), tableItems(t, req.NextIndices, res)
 	} else {
 		cur, next = m.orderItems(req.Paths, res), m.orderItems(req.Next, res)
 	}
@@ -138,11 +126,11 @@ func (m *Mount) order(ctx context.Context, req Request, c Caller, emit func(Even
 	}
 	res.Declared, res.NextDeclared, res.Duplicates = got.Current, got.Next, got.Duplicates
 	m.log.Info("order declared", "job", req.Job, "epoch", req.Epoch, "files", got.Current, "next", got.Next, "skipped", res.Skipped, "duplicates", got.Duplicates)
-	emit(Event{Type: "result", Order: res})
+	emit(control.Event{Type: "result", Order: res})
 }
 
 // orderItems resolves declared paths to files, counting what it skips.
-func (m *Mount) orderItems(paths []string, res *OrderResult) []readahead.Item {
+func (m *Mount) orderItems(paths []string, res *control.OrderResult) []readahead.Item {
 	items := make([]readahead.Item, 0, len(paths))
 	skip := func(p, why string) {
 		res.Skipped++

@@ -1,13 +1,12 @@
 package fs
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/dsmount/dsmount/cache"
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/readahead"
 )
 
@@ -79,25 +78,19 @@ func (ts *tables) put(t *pathTable) {
 	ts.list = append(ts.list, t)
 }
 
-// TableName is the name of the table whose payload is b.
-func TableName(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
-}
-
 // table returns the request's table: the one it carries (checked against
 // its name, resolved and kept) or the one it names.
-func (m *Mount) table(req Request) (*pathTable, error) {
-	if req.tablePayload == nil {
+func (m *Mount) table(req control.Request) (*pathTable, error) {
+	if req.TablePayload == nil {
 		if t := m.tables.get(req.Table); t != nil {
 			return t, nil
 		}
 		return nil, ErrUnknownTable
 	}
-	if got := TableName(req.tablePayload); got != req.Table {
+	if got := control.TableName(req.TablePayload); got != req.Table {
 		return nil, fmt.Errorf("order: the table sent is named %s, not %s", got, req.Table)
 	}
-	paths, err := splitPaths(req.tablePayload)
+	paths, err := control.SplitPaths(req.TablePayload)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +131,7 @@ func (m *Mount) table(req Request) (*pathTable, error) {
 }
 
 // tableItems resolves declared indices into t, counting what it skips.
-func tableItems(t *pathTable, indices []uint32, res *OrderResult) []readahead.Item {
+func tableItems(t *pathTable, indices []uint32, res *control.OrderResult) []readahead.Item {
 	items := make([]readahead.Item, 0, len(indices))
 	for _, i := range indices {
 		switch {

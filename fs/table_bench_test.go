@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/internal/control"
 )
 
 // BenchmarkTable resolves ImageNet's path table (1,281,167 paths in 1,000
@@ -22,7 +23,7 @@ func BenchmarkTable(b *testing.B) {
 	}
 	m := tableMount(b, l)
 	m.tree.lookup("train") // the path index is built on first use
-	req := Request{Table: TableName(payload), tablePayload: payload}
+	req := control.Request{Table: control.TableName(payload), TablePayload: payload}
 	b.ResetTimer()
 	for b.Loop() {
 		m.tables = tables{}

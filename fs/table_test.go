@@ -9,6 +9,7 @@ import (
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/memory"
 	"github.com/dsmount/dsmount/cache"
+	"github.com/dsmount/dsmount/internal/control"
 )
 
 // tableMount is a Mount of l with just what declarations by table need:
@@ -52,7 +53,7 @@ func TestTableResolvesAsLookup(t *testing.T) {
 				payload = append(append(payload, p...), 0)
 			}
 			m.tables = tables{}
-			tab, err := m.table(Request{Table: TableName(payload), tablePayload: payload})
+			tab, err := m.table(control.Request{Table: control.TableName(payload), TablePayload: payload})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,36 +9,8 @@ import (
 
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
+	"github.com/dsmount/dsmount/internal/control"
 )
-
-// WarmPlan is what a warm request covers, reported before any fetch.
-type WarmPlan struct {
-	Files        int      `json:"files"`
-	Bytes        int64    `json:"bytes"`
-	BytesCached  int64    `json:"bytes_cached"`
-	FilesCached  int      `json:"files_cached"`
-	CacheFree    int64    `json:"cache_free"` // -1: unlimited
-	Fits         bool     `json:"fits"`
-	NotFound     int      `json:"not_found"`
-	NotFoundList []string `json:"not_found_examples,omitempty"`
-}
-
-// WarmProgress is a warm's running (and, in the result, final) count.
-type WarmProgress struct {
-	Files               int     `json:"files"`
-	FilesDone           int64   `json:"files_done"`
-	Bytes               int64   `json:"bytes"`
-	BytesDone           int64   `json:"bytes_done"`
-	ChunksFetched       int64   `json:"chunks_fetched"`
-	ChunksAlreadyCached int64   `json:"chunks_already_cached"`
-	ChunksNotCached     int64   `json:"chunks_not_cached"` // left out: cache full, or not kept by the policy
-	BytesFetched        int64   `json:"bytes_fetched"`
-	Errors              int64   `json:"errors"`
-	FirstError          string  `json:"first_error,omitempty"`
-	Seconds             float64 `json:"seconds"`
-	CacheFull           bool    `json:"cache_full"`
-	Interrupted         bool    `json:"interrupted"`
-}
 
 const (
 	// warmWritesPerFetch bounds a warm's chunks fetched and not yet
@@ -85,9 +57,9 @@ func (m *Mount) resolve(paths []string) (files []entry, notFound []string) {
 // order given, with req.Parallel fetches in flight, until done, the cache
 // is full (earlier paths win: nothing is evicted for later ones) or ctx is
 // cancelled. Fetches share the cache's flights with reads.
-func (m *Mount) warm(ctx context.Context, req Request, c Caller, emit func(Event)) {
+func (m *Mount) warm(ctx context.Context, req control.Request, c Caller, emit func(control.Event)) {
 	files, notFound := m.resolve(req.Paths)
-	plan := WarmPlan{Files: len(files), NotFound: len(notFound), CacheFree: -1}
+	plan := control.WarmPlan{Files: len(files), NotFound: len(notFound), CacheFree: -1}
 	if len(notFound) > 0 {
 		plan.NotFoundList = notFound[:min(len(notFound), 5)]
 	}
@@ -96,7 +68,7 @@ func (m *Mount) warm(ctx context.Context, req Request, c Caller, emit func(Event
 		obj := m.tree.obj(f)
 		n, err := m.src.CachedBytes(obj)
 		if err != nil {
-			emit(Event{Type: "error", Error: err.Error()})
+			emit(control.Event{Type: "error", Error: err.Error()})
 			return
 		}
 		cached[i] = n
@@ -111,7 +83,7 @@ func (m *Mount) warm(ctx context.Context, req Request, c Caller, emit func(Event
 		plan.CacheFree = max(capacity-m.cache.Used(), 0)
 		plan.Fits = plan.Bytes-plan.BytesCached <= plan.CacheFree
 	}
-	emit(Event{Type: "plan", Plan: &plan})
+	emit(control.Event{Type: "plan", Plan: &plan})
 	if req.Check {
 		return
 	}
@@ -125,11 +97,11 @@ func (m *Mount) warm(ctx context.Context, req Request, c Caller, emit func(Event
 	if !c.Privileged {
 		par, prio = min(par, maxUserWarmParallel), cache.Background
 	}
-	w := warmRun{m: m, prio: prio, prog: WarmProgress{Files: len(files), Bytes: plan.Bytes}, start: time.Now()}
+	w := warmRun{m: m, prio: prio, prog: control.WarmProgress{Files: len(files), Bytes: plan.Bytes}, start: time.Now()}
 	w.run(ctx, files, par, emit)
 	final := w.snapshot()
 	final.Interrupted = ctx.Err() != nil
-	emit(Event{Type: "result", Warm: &final})
+	emit(control.Event{Type: "result", Warm: &final})
 }
 
 // warmRun holds one warm's counters; the fetch goroutines update them.
@@ -139,7 +111,7 @@ type warmRun struct {
 	start time.Time
 
 	mu   sync.Mutex // guards prog's non-atomic fields
-	prog WarmProgress
+	prog control.WarmProgress
 
 	filesDone, bytesDone, fetched, already, notCached, bytesFetched, errs atomic.Int64
 	full                                                                  atomic.Bool
@@ -165,7 +137,7 @@ func (w *warmRun) fits(n int64) bool {
 	return true
 }
 
-func (w *warmRun) snapshot() WarmProgress {
+func (w *warmRun) snapshot() control.WarmProgress {
 	w.mu.Lock()
 	p := w.prog
 	w.mu.Unlock()
@@ -185,7 +157,7 @@ func (w *warmRun) fail(err error) {
 	}
 }
 
-func (w *warmRun) run(ctx context.Context, files []entry, par int, emit func(Event)) {
+func (w *warmRun) run(ctx context.Context, files []entry, par int, emit func(control.Event)) {
 	stopProgress := make(chan struct{})
 	var progress sync.WaitGroup
 	progress.Add(1)
@@ -199,7 +171,7 @@ func (w *warmRun) run(ctx context.Context, files []entry, par int, emit func(Eve
 				return
 			case <-tick.C:
 				p := w.snapshot()
-				emit(Event{Type: "progress", Warm: &p})
+				emit(control.Event{Type: "progress", Warm: &p})
 			}
 		}
 	}()

@@ -103,8 +103,18 @@ type jobKey struct {
 	name  string
 }
 
-// New starts a Registry.
+// New starts a Registry: Prepare, then Start with cfg.Capacity.
 func New(cfg Config) *Registry {
+	r := Prepare(cfg)
+	r.Start(cfg.Capacity)
+	return r
+}
+
+// Prepare builds a Registry without starting it, so that its Policy can go
+// into cache.Open before the cache exists whose capacity Start is given:
+// the daemon's start-up is Prepare, cache.Open, Start. Nothing may be
+// mounted or declared before Start; Close is safe either way.
+func Prepare(cfg Config) *Registry {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,9 +141,15 @@ func New(cfg Config) *Registry {
 	r.pf.inflight = make(map[cache.ObjectID]bool)
 	r.pf.latency = 0.05
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r
+}
+
+// Start sets how the registry learns the cache's capacity and use (nil:
+// unlimited) and starts its scheduler. Call it once, after Prepare.
+func (r *Registry) Start(capacity func() (capacity, used int64)) {
+	r.cfg.Capacity = capacity
 	r.wg.Add(1)
 	go r.schedule()
-	return r
 }
 
 // Policy is the order-aware eviction policy; give it to cache.Open.

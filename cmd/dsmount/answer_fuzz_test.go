@@ -8,25 +8,27 @@ import (
 	"strings"
 	"testing"
 
-	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/internal/control"
+	"github.com/dsmount/dsmount/internal/daemon"
+	"github.com/dsmount/dsmount/internal/units"
 	"github.com/dsmount/dsmount/readahead"
 )
 
 // renderEvent shows an event as the commands do (warm's progress bar
 // and totals, stats' tables), to w.
-func renderEvent(w io.Writer, ev dsfs.Event) error {
+func renderEvent(w io.Writer, ev control.Event) error {
 	if ev.Warm != nil {
 		bar := progressBar{out: w}
 		bar.draw(*ev.Warm)
 		bar.clear()
-		var total dsfs.WarmProgress
+		var total control.WarmProgress
 		addProgress(&total, *ev.Warm)
 	}
 	if ev.Plan != nil {
-		io.WriteString(w, humanBytes(ev.Plan.Bytes-ev.Plan.BytesCached)+humanBytes(ev.Plan.CacheFree))
+		io.WriteString(w, units.Bytes(ev.Plan.Bytes-ev.Plan.BytesCached)+units.Bytes(ev.Plan.CacheFree))
 	}
 	if ev.Stats != nil {
-		var r statsReport
+		var r control.StatsReport
 		if err := json.Unmarshal(ev.Stats, &r); err != nil {
 			return err
 		}
@@ -42,12 +44,12 @@ func renderEvent(w io.Writer, ev dsfs.Event) error {
 func TestAnswerErrorsAreTheDaemonsWords(t *testing.T) {
 	var seen []string
 	in := `{"type":"plan","plan":{"files":2}}` + "\n" + `{"type":"error","error":"order: a mount may have\nat most 256 jobs"}` + "\n" + `{"type":"result"}` + "\n"
-	err := readAnswer(strings.NewReader(in), "/mnt/x", func(ev dsfs.Event) error { seen = append(seen, ev.Type); return nil })
+	err := readAnswer(strings.NewReader(in), "/mnt/x", func(ev control.Event) error { seen = append(seen, ev.Type); return nil })
 	var de daemonError
 	if !errors.As(err, &de) || de.msg != "order: a mount may have at most 256 jobs" || len(seen) != 1 {
 		t.Errorf("readAnswer: %v (%T), events %v; want the daemon's one line after the plan", err, err, seen)
 	}
-	err = readAnswer(strings.NewReader("not json\n"), "/mnt/x", func(dsfs.Event) error { return nil })
+	err = readAnswer(strings.NewReader("not json\n"), "/mnt/x", func(control.Event) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "malformed answer from /mnt/x") || errors.As(err, &de) {
 		t.Errorf("readAnswer of a line that is not JSON: %v", err)
 	}
@@ -58,8 +60,8 @@ func TestAnswerErrorsAreTheDaemonsWords(t *testing.T) {
 // done past the total, negative sizes), the CLI reads it and shows it
 // without a panic, and any error it reports is one line.
 func FuzzControlAnswer(f *testing.F) {
-	stats, err := json.Marshal(statsReport{DaemonPid: 7, Mounts: []dsfs.MountStats{{Mountpoint: "/mnt/x", Jobs: []readahead.JobStats{{Name: "j\nk", Declared: 3}}}},
-		Cache: cacheStats{Policy: policyOrder, Capacity: 10, Used: 20}, PageCache: readahead.PageCache{Samples: 1}})
+	stats, err := json.Marshal(control.StatsReport{DaemonPid: 7, Mounts: []control.MountStats{{Mountpoint: "/mnt/x", Jobs: []readahead.JobStats{{Name: "j\nk", Declared: 3}}}},
+		Cache: control.CacheStats{Policy: daemon.PolicyOrder, Capacity: 10, Used: 20}, PageCache: readahead.PageCache{Samples: 1}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func FuzzControlAnswer(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		err := readAnswer(bytes.NewReader(b), "/mnt/x", func(ev dsfs.Event) error { return renderEvent(io.Discard, ev) })
+		err := readAnswer(bytes.NewReader(b), "/mnt/x", func(ev control.Event) error { return renderEvent(io.Discard, ev) })
 		if err == nil {
 			return
 		}

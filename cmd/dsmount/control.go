@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/internal/control"
 )
 
 // mountRoots finds the dsmount mount a path lies in by looking for the
@@ -33,7 +33,7 @@ func (r mountRoots) find(abs string) (root, rel string, err error) {
 		if _, ok := r[dir]; ok {
 			break
 		}
-		if _, err := os.Stat(filepath.Join(dir, dsfs.ControlName)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, control.EntryName)); err == nil {
 			r[dir] = dir
 			break
 		}
@@ -58,13 +58,13 @@ func (r mountRoots) find(abs string) (root, rel string, err error) {
 // controlCall sends req to the daemon through the mount's control entry and
 // calls on for each event until the daemon is done. Cancelling ctx closes
 // the entry, which cancels the request in the daemon.
-func controlCall(ctx context.Context, root string, req dsfs.Request, on func(dsfs.Event) error) error {
-	// A session is a new entry, created: see dsfs.ControlName. Never create
+func controlCall(ctx context.Context, root string, req control.Request, on func(control.Event) error) error {
+	// A session is a new entry, created: see control.EntryName. Never create
 	// a stray file in a directory that is not a mount's root.
-	if _, err := os.Stat(filepath.Join(root, dsfs.ControlName)); err != nil {
+	if _, err := os.Stat(filepath.Join(root, control.EntryName)); err != nil {
 		return fmt.Errorf("%s is not the root of a dsmount mount: %w", root, err)
 	}
-	name := fmt.Sprintf("%s.%d-%x", dsfs.ControlName, os.Getpid(), rand.Uint64())
+	name := fmt.Sprintf("%s.%d-%x", control.EntryName, os.Getpid(), rand.Uint64())
 	f, err := os.OpenFile(filepath.Join(root, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("open a control session on %s: %w", root, err)
@@ -84,7 +84,7 @@ func controlCall(ctx context.Context, root string, req dsfs.Request, on func(dsf
 		// The daemon refuses a request over its bounds at the write
 		// (EFBIG) and says why in the answer, ready to be read.
 		if ctx.Err() == nil {
-			if rerr := readAnswer(f, root, func(dsfs.Event) error { return nil }); rerr != nil && errors.As(rerr, new(daemonError)) {
+			if rerr := readAnswer(f, root, func(control.Event) error { return nil }); rerr != nil && errors.As(rerr, new(daemonError)) {
 				return rerr
 			}
 		}
@@ -109,11 +109,11 @@ const maxAnswerLine = 64 << 20
 // readAnswer reads the daemon's answer, event lines until EOF, calling on
 // for each until an "error" event, which it returns as a daemonError.
 // Whatever r holds, the error it returns is one line.
-func readAnswer(r io.Reader, root string, on func(dsfs.Event) error) error {
+func readAnswer(r io.Reader, root string, on func(control.Event) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxAnswerLine)
 	for sc.Scan() {
-		var ev dsfs.Event
+		var ev control.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("malformed answer from %s: %w", root, err)
 		}
@@ -135,11 +135,11 @@ func readAnswer(r io.Reader, root string, on func(dsfs.Event) error) error {
 }
 
 // movePathsToPayload moves an order's paths out of the JSON request into
-// the payload that follows it (dsfs.Request.PathsBytes), which the daemon
+// the payload that follows it (control.Request.PathsBytes), which the daemon
 // reads without decoding a string per path. A path holding a NUL byte
 // (never a file of a mount) would be split there: such a request stays
 // JSON.
-func movePathsToPayload(req *dsfs.Request) []byte {
+func movePathsToPayload(req *control.Request) []byte {
 	if req.Op != "order" || len(req.Paths)+len(req.Next) == 0 {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/internal/daemon"
 )
 
 // oneLineErr fails t unless err is one non-empty line.
@@ -25,7 +26,7 @@ func oneLineErr(t *testing.T, what string, err error) {
 // take more than a word (sizes, durations, counts, names of policies,
 // fast paths, log levels and formats, the metrics address) are parsed by
 // the flag set, then checked by planMount, newLogger and
-// metricsListenAddr: whatever they are, the command is refused with a
+// daemon.MetricsListenAddr: whatever they are, the command is refused with a
 // one-line usage error, or gets what it can run with (a cache of more
 // than 0 bytes or the default, a chunk of 64 KiB..256 MiB, a job timeout
 // above 0, a prefetch lead in (0, 1h], 1..1024 prefetches, a known
@@ -60,8 +61,8 @@ func FuzzMountFlags(f *testing.F) {
 			t.Fatal("newLogger gave no logger and no error")
 		}
 		if metricsAddr != "" {
-			if addr, err := metricsListenAddr(metricsAddr); err != nil {
-				oneLineErr(t, "metricsListenAddr", err)
+			if addr, err := daemon.MetricsListenAddr(metricsAddr); err != nil {
+				oneLineErr(t, "MetricsListenAddr", err)
 			} else if host, _, err := net.SplitHostPort(addr); err != nil || host == "" {
 				t.Fatalf("--metrics-addr %q listens at %q", metricsAddr, addr)
 			}
@@ -87,7 +88,7 @@ func FuzzMountFlags(f *testing.F) {
 			t.Fatalf("--prefetch-lead %q: %v", lead, fl.prefetchLead)
 		case fl.prefetchParallel < 1 || fl.prefetchParallel > 1024:
 			t.Fatalf("--prefetch-parallel %q: %d", parallel, fl.prefetchParallel)
-		case !policyKnown && fl.policy != policyOrder:
+		case !policyKnown && fl.policy != daemon.PolicyOrder:
 			t.Fatalf("--cache-policy %q accepted", policy)
 		case fastPathErr != nil:
 			t.Fatalf("--fast-path %q accepted: %v", fastPath, fastPathErr)

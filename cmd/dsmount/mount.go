@@ -14,11 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsmount/dsmount/internal/control"
+	"github.com/dsmount/dsmount/internal/daemon"
+	"github.com/dsmount/dsmount/internal/units"
+
 	"github.com/spf13/cobra"
 
-	"github.com/dsmount/dsmount/backend"
-	"github.com/dsmount/dsmount/backend/posix"
-	"github.com/dsmount/dsmount/backend/s3"
 	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
 	"github.com/dsmount/dsmount/readahead"
@@ -92,9 +93,6 @@ func addMountFlags(cmd *cobra.Command, f *mountFlags) {
 	fl.StringVar(&f.fastPath, "fast-path", string(dsfs.FastPathAuto), "how hot reads skip the daemon: no-open (small files: served from the kernel's page cache), passthrough (large files: the kernel reads the cache file; Linux >= 6.9, root), off, or auto (from the dataset's file sizes)")
 }
 
-// policyOrder is the --cache-policy that evicts by the declared orders.
-const policyOrder = "order"
-
 // addCacheFlags adds the flags of the cache and daemon, shared by mount and
 // daemon.
 func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
@@ -102,7 +100,7 @@ func addCacheFlags(cmd *cobra.Command, f *mountFlags) {
 	fl.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "cache directory (one dsmount daemon per directory; owned by the daemon's user, writable by it alone)")
 	fl.StringVar(&f.cacheSize, "cache-size", "", "most bytes of data to keep, e.g. 200G (default: 80% of the cache filesystem's free space at start, less 32 MiB)")
 	fl.StringVar(&f.chunkSize, "chunk-size", "4M", "unit of fetching and caching; a smaller object is one chunk")
-	fl.StringVar(&f.policy, "cache-policy", policyOrder, "what to keep when the cache is full: order (what declared orders need soonest; fill-and-hold while none is declared), fill-and-hold (keep what is cached, stream the rest) or lru")
+	fl.StringVar(&f.policy, "cache-policy", daemon.PolicyOrder, "what to keep when the cache is full: order (what declared orders need soonest; fill-and-hold while none is declared), fill-and-hold (keep what is cached, stream the rest) or lru")
 	fl.DurationVar(&f.jobTimeout, "job-timeout", readahead.DefaultJobTimeout, "forget a job with a declared order after this long without reads")
 	fl.IntVar(&f.prefetchParallel, "prefetch-parallel", readahead.DefaultParallel, "most prefetch fetches in flight for declared orders, all jobs together")
 	fl.DurationVar(&f.prefetchLead, "prefetch-lead", readahead.DefaultLead, "keep at least this much of each declared job's reading fetched ahead, at its read rate (bounded by 1 GiB per job)")
@@ -135,14 +133,14 @@ type mountPlan struct {
 }
 
 // planCache validates the cache flags.
-func planCache(f mountFlags) (cacheFlags, error) {
+func planCache(f mountFlags) (daemon.Settings, error) {
 	p, err := planCacheFields(f)
-	return p.cacheFlags(f), err
+	return p.settings(f), err
 }
 
-// cacheFlags is what a daemon started for this plan needs.
-func (p mountPlan) cacheFlags(f mountFlags) cacheFlags {
-	return cacheFlags{dir: p.cacheDir, capacity: p.capacity, chunkSize: p.chunkSize, policy: f.policy, jobTimeout: f.jobTimeout, prefetchParallel: f.prefetchParallel, prefetchLead: f.prefetchLead}
+// settings are what a daemon started for this plan needs.
+func (p mountPlan) settings(f mountFlags) daemon.Settings {
+	return daemon.Settings{Dir: p.cacheDir, Capacity: p.capacity, ChunkSize: p.chunkSize, Policy: f.policy, JobTimeout: f.jobTimeout, PrefetchParallel: f.prefetchParallel, PrefetchLead: f.prefetchLead}
 }
 
 func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
@@ -170,20 +168,20 @@ func planCacheFields(f mountFlags) (mountPlan, error) {
 		return p, usagef("no cache directory: $HOME and $XDG_CACHE_HOME are unset and this user has no home directory; pass --cache-dir")
 	}
 	if f.cacheSize != "" {
-		if p.capacity, err = parseSize(f.cacheSize); err != nil {
+		if p.capacity, err = units.ParseSize(f.cacheSize); err != nil {
 			return p, usagef("--cache-size: %w", err)
 		}
 		if p.capacity == 0 {
 			return p, usagef("--cache-size: must be more than 0")
 		}
 	}
-	if p.chunkSize, err = parseSize(f.chunkSize); err != nil {
+	if p.chunkSize, err = units.ParseSize(f.chunkSize); err != nil {
 		return p, usagef("--chunk-size: %w", err)
 	}
 	if p.chunkSize < 64<<10 || p.chunkSize > 256<<20 {
 		return p, usagef("--chunk-size: %s is outside 64K..256M", f.chunkSize)
 	}
-	if _, ok := cache.PolicyByName(f.policy); !ok && f.policy != policyOrder {
+	if _, ok := cache.PolicyByName(f.policy); !ok && f.policy != daemon.PolicyOrder {
 		return p, usagef("--cache-policy: unknown policy %q (want order, fill-and-hold or lru)", f.policy)
 	}
 	if f.jobTimeout <= 0 {
@@ -194,6 +192,11 @@ func planCacheFields(f mountFlags) (mountPlan, error) {
 	}
 	if f.prefetchLead <= 0 || f.prefetchLead > time.Hour {
 		return p, usagef("--prefetch-lead: %s is outside (0, 1h]", f.prefetchLead)
+	}
+	if f.metricsAddr != "" {
+		if _, err := daemon.MetricsListenAddr(f.metricsAddr); err != nil {
+			return p, usageError{err}
+		}
 	}
 	if p.cacheDir, err = filepath.Abs(f.cacheDir); err != nil {
 		return p, usagef("--cache-dir: %w", err)
@@ -228,22 +231,6 @@ func checkMountpoint(dir string) (string, error) {
 	return abs, nil
 }
 
-func openBackend(ctx context.Context, source string, f mountFlags, log *slog.Logger) (backend.Backend, error) {
-	if strings.HasPrefix(source, "s3://") {
-		if f.followExternalSymlinks {
-			return nil, usagef("--follow-external-symlinks applies to local sources only")
-		}
-		return s3.New(ctx, source, s3.Options{Endpoint: f.s3Endpoint, PathStyle: f.s3PathStyle, Anonymous: f.anonymous, Logger: log})
-	}
-	if i := strings.Index(source, "://"); i > 0 {
-		return nil, usagef("unsupported source %q: want s3://BUCKET[/PREFIX] or a local directory", source)
-	}
-	if f.s3Endpoint != "" || f.s3PathStyle || f.anonymous {
-		return nil, usagef("--s3-endpoint, --s3-path-style and --anonymous apply to s3:// sources only")
-	}
-	return posix.New(source, posix.Options{Logger: log, FollowExternalSymlinks: f.followExternalSymlinks})
-}
-
 func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string, f mountFlags) error {
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
@@ -253,10 +240,13 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	if err != nil {
 		return err
 	}
-	req := mountRequest{Source: p.source, Mountpoint: p.mountpoint, S3Endpoint: f.s3Endpoint, S3PathStyle: f.s3PathStyle,
+	req := control.MountRequest{Source: p.source, Mountpoint: p.mountpoint, S3Endpoint: f.s3Endpoint, S3PathStyle: f.s3PathStyle,
 		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther, FastPath: f.fastPath, FollowExternalSymlinks: f.followExternalSymlinks}
 	if req.Source, err = normaliseSource(p.source); err != nil {
 		return err
+	}
+	if err := daemon.CheckSource(req); err != nil {
+		return usageError{err}
 	}
 	if cmd.Flags().Changed("cache-size") {
 		req.CacheSize = p.capacity
@@ -268,7 +258,7 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		req.Policy = f.policy
 	}
 	// Join the daemon of this cache dir if one runs.
-	if reply, joined, err := joinDaemon(p.cacheDir, req); joined {
+	if reply, joined, err := daemon.Join(p.cacheDir, req); joined {
 		if err != nil {
 			return err
 		}
@@ -279,11 +269,11 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d, err := startDaemon(p.cacheFlags(f), f.metricsAddr, true, log)
+	d, err := startDaemon(p.settings(f), f.metricsAddr, true, log)
 	if errors.Is(err, cache.ErrInUse) {
 		// Another dsmount holds the cache dir but didn't answer: it may be
 		// starting (two mounts racing) — give its socket a moment.
-		if reply, joined, jerr := waitAndJoin(ctx, p.cacheDir, req); joined {
+		if reply, joined, jerr := daemon.WaitAndJoin(ctx, p.cacheDir, req); joined {
 			if jerr != nil {
 				return jerr
 			}
@@ -294,36 +284,17 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	if err != nil {
 		return err
 	}
-	if _, err := d.addMount(ctx, req); err != nil {
-		d.close()
+	if _, err := d.AddMount(ctx, req); err != nil {
+		d.Close()
 		return err
 	}
-	return d.run(ctx)
-}
-
-// run serves until a signal or, for a daemon started by mount, until its
-// last mount is gone; then it unmounts what is left and closes the cache.
-func (d *daemon) run(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		d.log.Info("signal received; unmounting everything")
-	case <-d.done:
-		d.log.Info("no mounts left; exiting")
-	}
-	d.close()
+	d.Run(ctx)
 	return nil
 }
 
-// waitAndJoin retries joining for a few seconds.
-func waitAndJoin(ctx context.Context, cacheDir string, req mountRequest) (mountReply, bool, error) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if reply, joined, err := joinDaemon(cacheDir, req); joined {
-			return reply, true, err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return mountReply{}, false, nil
+// startDaemon starts the daemon of a cache dir.
+func startDaemon(s daemon.Settings, metricsAddr string, exitWhenEmpty bool, log *slog.Logger) (*daemon.Daemon, error) {
+	return daemon.Start(daemon.Config{Settings: s, MetricsAddr: metricsAddr, ExitWhenEmpty: exitWhenEmpty, Logger: log})
 }
 
 // normaliseSource makes a local source absolute, so a daemon started
@@ -371,56 +342,14 @@ unmounts everything and exits.`,
 			if err != nil {
 				return err
 			}
-			used, capacity := d.cacheSize()
-			log.Info("daemon ready", "cache_dir", cf.dir, "socket", filepath.Join(cf.dir, socketName), "cache_used", used, "cache_capacity", capacity, "pid", os.Getpid())
-			return d.run(ctx)
+			used, capacity := d.CacheSize()
+			log.Info("daemon ready", "cache_dir", cf.Dir, "socket", d.SocketPath(), "cache_used", used, "cache_capacity", capacity, "pid", os.Getpid())
+			d.Run(ctx)
+			return nil
 		},
 	}
 	addCacheFlags(cmd, &f)
 	return cmd
-}
-
-// unmountWithRetry unmounts, falling back to a lazy detach if the mount is
-// busy: the process is exiting either way, and a dead daemon's mount only
-// answers ENOTCONN.
-func unmountWithRetry(m *dsfs.Mount, log *slog.Logger) error {
-	err := m.Unmount()
-	if err == nil {
-		return nil
-	}
-	log.Warn("unmount failed; detaching lazily", "err", err)
-	if lerr := syscall.Unmount(m.Mountpoint(), syscall.MNT_DETACH); lerr != nil {
-		return fmt.Errorf("unmount %s: %w", m.Mountpoint(), err)
-	}
-	waitDone(m, 5*time.Second)
-	return nil
-}
-
-func waitDone(m *dsfs.Mount, d time.Duration) {
-	done := make(chan struct{})
-	go func() { m.Server().Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d):
-	}
-}
-
-func reportSkipped(log *slog.Logger, skipped []dsfs.SkippedKey) {
-	for i, s := range skipped {
-		if i == 20 {
-			log.Warn("more keys skipped", "count", len(skipped)-20)
-			break
-		}
-		log.Warn("key skipped: it can't be a file name", "key", s.Key, "reason", s.Reason)
-	}
-}
-
-func freeSpace(dir string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
-	}
-	return int64(st.Bavail) * st.Bsize, nil
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/internal/control"
 )
 
 type orderFlags struct {
@@ -90,7 +90,7 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 		return usagef("--pid: %d is negative", f.pid)
 	}
 	// This process exits at once: it can't own the job's reads.
-	req := dsfs.Request{Op: "order", Job: f.job, Epoch: f.epoch, End: f.end, PID: f.pid, Anonymous: f.pid == 0}
+	req := control.Request{Op: "order", Job: f.job, Epoch: f.epoch, End: f.end, PID: f.pid, Anonymous: f.pid == 0}
 	if !f.end {
 		if args[1] == "-" && f.next == "-" {
 			return usagef("FILE and --next can't both be stdin")
@@ -107,8 +107,8 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 			}
 		}
 	}
-	var res *dsfs.OrderResult
-	err = controlCall(ctx, root, req, func(ev dsfs.Event) error {
+	var res *control.OrderResult
+	err = controlCall(ctx, root, req, func(ev control.Event) error {
 		if ev.Order != nil {
 			res = ev.Order
 		}

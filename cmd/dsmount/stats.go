@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
+	"github.com/dsmount/dsmount/internal/control"
+	"github.com/dsmount/dsmount/internal/daemon"
+	"github.com/dsmount/dsmount/internal/units"
+
 	"github.com/spf13/cobra"
 
-	dsfs "github.com/dsmount/dsmount/fs"
 	"github.com/dsmount/dsmount/readahead"
 )
 
@@ -29,7 +32,7 @@ func newStatsCmd() *cobra.Command {
 				return err
 			}
 			var raw json.RawMessage
-			err = controlCall(cmd.Context(), root, dsfs.Request{Op: "stats"}, func(ev dsfs.Event) error {
+			err = controlCall(cmd.Context(), root, control.Request{Op: "stats"}, func(ev control.Event) error {
 				if ev.Type == "result" {
 					raw = ev.Stats
 				}
@@ -42,7 +45,7 @@ func newStatsCmd() *cobra.Command {
 				fmt.Println(string(raw))
 				return nil
 			}
-			var r statsReport
+			var r control.StatsReport
 			if err := json.Unmarshal(raw, &r); err != nil {
 				return fmt.Errorf("malformed stats from %s: %w", root, err)
 			}
@@ -62,12 +65,12 @@ func hitRate(hits, misses int64) string {
 }
 
 // printStats writes the report as tables for a person.
-func printStats(out io.Writer, r statsReport) {
+func printStats(out io.Writer, r control.StatsReport) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "MOUNT\tSOURCE\tFAST PATH\tFILES\tREADS\tREAD\tHIT RATE\tFROM CACHE\tFROM BACKEND\tERRORS\n")
 	for _, m := range r.Mounts {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\n", m.Mountpoint, m.Source, m.FastPath, m.Files, m.Reads, humanBytes(m.BytesRead),
-			hitRate(m.Hits, m.Misses), humanBytes(m.BytesFromCache), humanBytes(m.BytesFromBackend), m.ReadErrors)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\n", m.Mountpoint, m.Source, m.FastPath, m.Files, m.Reads, units.Bytes(m.BytesRead),
+			hitRate(m.Hits, m.Misses), units.Bytes(m.BytesFromCache), units.Bytes(m.BytesFromBackend), m.ReadErrors)
 	}
 	w.Flush()
 	var jobs int
@@ -87,7 +90,7 @@ func printStats(out io.Writer, r statsReport) {
 			}
 		}
 		w.Flush()
-		if pc := r.PageCache; pc.Samples > 0 && r.Cache.Policy == policyOrder {
+		if pc := r.PageCache; pc.Samples > 0 && r.Cache.Policy == daemon.PolicyOrder {
 			fmt.Fprintf(out, "page cache: holds a file read this epoch %s, one read before %s; reads within that are left to it\n",
 				horizonText(pc.Same), horizonText(pc.Earlier))
 			if pc.FillAndHold {
@@ -97,13 +100,13 @@ func printStats(out io.Writer, r statsReport) {
 	}
 	printBackendStats(out, r.Mounts)
 	c := r.Cache
-	fmt.Fprintf(out, "\ncache %s (daemon pid %d, policy %s, chunk %s)\n", c.Dir, r.DaemonPid, c.Policy, humanBytes(c.ChunkSize))
+	fmt.Fprintf(out, "\ncache %s (daemon pid %d, policy %s, chunk %s)\n", c.Dir, r.DaemonPid, c.Policy, units.Bytes(c.ChunkSize))
 	fill := "-"
 	if c.Capacity > 0 {
 		fill = fmt.Sprintf("%.1f%%", 100*float64(c.Used)/float64(c.Capacity))
 	}
 	fmt.Fprintf(out, "  hit rate %s   used %s of %s (%s)   fetched %s in %d chunks   in flight %d\n",
-		hitRate(c.Hits, c.Misses), humanBytes(c.Used), humanBytes(c.Capacity), fill, humanBytes(c.BytesFetched), c.ChunksFetched, c.FetchesInFlight)
+		hitRate(c.Hits, c.Misses), units.Bytes(c.Used), units.Bytes(c.Capacity), fill, units.Bytes(c.BytesFetched), c.ChunksFetched, c.FetchesInFlight)
 	fmt.Fprintf(out, "  warmed chunks %d   evictions %d   not kept %d   checksum failures %d   failed syncs %d   ahead, pushed out unread %d\n", c.WarmChunks, c.Evictions, c.Streamed, c.VerifyFailures, c.SyncFailures, c.StagedPushedOut)
 	if c.DiskFull {
 		fmt.Fprintf(out, "  the cache filesystem is full: reads are served without caching until it has room again\n")
@@ -122,7 +125,7 @@ func horizonText(h readahead.Horizon) string {
 
 // printBackendStats shows the requests of the mounts whose backends count
 // them: what the store's tail cost.
-func printBackendStats(out io.Writer, mounts []dsfs.MountStats) {
+func printBackendStats(out io.Writer, mounts []control.MountStats) {
 	var counted bool
 	for _, m := range mounts {
 		counted = counted || m.Backend.Gets > 0

@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/internal/control"
+	"github.com/dsmount/dsmount/internal/daemon"
 	"github.com/dsmount/dsmount/readahead"
 )
 
@@ -13,12 +14,12 @@ import (
 // believes it is, its hit rate this epoch, its stall time and the
 // policy's trace, and what the policy knows of the page cache.
 func TestStatsShowEachJob(t *testing.T) {
-	r := statsReport{
-		Mounts: []dsfs.MountStats{{Mountpoint: "/mnt/data", Jobs: []readahead.JobStats{{
+	r := control.StatsReport{
+		Mounts: []control.MountStats{{Mountpoint: "/mnt/data", Jobs: []readahead.JobStats{{
 			Name: "resnet", UID: 1000, Epoch: 3, Declared: 10000, Frontier: 4242, HitRate: 0.625, StallSeconds: 12.5,
 			PrefetchEvicted: 7, PrefetchUnseen: 8, AdmissionsRefused: 9, EvictedInWindow: 11,
 		}}}},
-		Cache:     cacheStats{Policy: policyOrder},
+		Cache:     control.CacheStats{Policy: daemon.PolicyOrder},
 		PageCache: readahead.PageCache{Samples: 10, Same: readahead.Horizon{Seconds: 4.2}, Earlier: readahead.Horizon{Seconds: 1.5}},
 	}
 	var out bytes.Buffer

@@ -13,10 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsmount/dsmount/internal/control"
+	"github.com/dsmount/dsmount/internal/units"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-
-	dsfs "github.com/dsmount/dsmount/fs"
 )
 
 type warmFlags struct {
@@ -81,14 +82,14 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var total dsfs.WarmProgress
-	var plans dsfs.WarmPlan
+	var total control.WarmProgress
+	var plans control.WarmPlan
 	tty := !f.json && term.IsTerminal(int(os.Stderr.Fd()))
 	for _, g := range groups {
-		req := dsfs.Request{Op: "warm", Paths: g.paths, Parallel: f.parallel, Check: f.check}
+		req := control.Request{Op: "warm", Paths: g.paths, Parallel: f.parallel, Check: f.check}
 		var bar progressBar
-		var last *dsfs.WarmProgress // the latest progress, reported if interrupted
-		err := controlCall(ctx, g.root, req, func(ev dsfs.Event) error {
+		var last *control.WarmProgress // the latest progress, reported if interrupted
+		err := controlCall(ctx, g.root, req, func(ev control.Event) error {
 			switch {
 			case ev.Plan != nil:
 				p := ev.Plan
@@ -102,7 +103,7 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 				}
 				if !f.check && !p.Fits {
 					fmt.Fprintf(os.Stderr, "dsmount: the paths do not fit: %s more to cache, %s free in the cache; filling it up to capacity, paths given first win\n",
-						humanBytes(p.Bytes-p.BytesCached), humanBytes(p.CacheFree))
+						units.Bytes(p.Bytes-p.BytesCached), units.Bytes(p.CacheFree))
 				}
 			case ev.Type == "progress":
 				last = ev.Warm
@@ -148,7 +149,7 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 	return nil
 }
 
-func addProgress(t *dsfs.WarmProgress, p dsfs.WarmProgress) {
+func addProgress(t *control.WarmProgress, p control.WarmProgress) {
 	t.Files += p.Files
 	t.FilesDone += p.FilesDone
 	t.Bytes += p.Bytes
@@ -214,7 +215,7 @@ func readPathList(name, label string) ([]string, error) {
 	return paths, nil
 }
 
-func printCheck(p dsfs.WarmPlan, asJSON bool) error {
+func printCheck(p control.WarmPlan, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(os.Stdout).Encode(map[string]any{
 			"files_total": p.Files, "files_cached": p.FilesCached, "bytes_total": p.Bytes, "bytes_cached": p.BytesCached,
@@ -224,11 +225,11 @@ func printCheck(p dsfs.WarmPlan, asJSON bool) error {
 	if p.Bytes > 0 {
 		pct = 100 * float64(p.BytesCached) / float64(p.Bytes)
 	}
-	fmt.Printf("cached: %d/%d files, %s/%s bytes (%.1f%%)\n", p.FilesCached, p.Files, humanBytes(p.BytesCached), humanBytes(p.Bytes), pct)
+	fmt.Printf("cached: %d/%d files, %s/%s bytes (%.1f%%)\n", p.FilesCached, p.Files, units.Bytes(p.BytesCached), units.Bytes(p.Bytes), pct)
 	return nil
 }
 
-func printWarm(t dsfs.WarmProgress, asJSON bool) {
+func printWarm(t control.WarmProgress, asJSON bool) {
 	if asJSON {
 		json.NewEncoder(os.Stdout).Encode(map[string]any{
 			"files": t.Files, "bytes": t.Bytes, "chunks_fetched": t.ChunksFetched, "chunks_already_cached": t.ChunksAlreadyCached,
@@ -249,7 +250,7 @@ func printWarm(t dsfs.WarmProgress, asJSON bool) {
 		rate = float64(t.BytesFetched) / 1e6 / t.Seconds
 	}
 	fmt.Printf("warmed %d files (%s): %d chunks fetched, %d already cached, %d not kept by the cache, in %.1fs, %.0f MB/s%s\n",
-		t.Files, humanBytes(t.Bytes), t.ChunksFetched, t.ChunksAlreadyCached, t.ChunksNotCached, t.Seconds, rate, state)
+		t.Files, units.Bytes(t.Bytes), t.ChunksFetched, t.ChunksAlreadyCached, t.ChunksNotCached, t.Seconds, rate, state)
 }
 
 // progressBar draws one self-overwriting line on a terminal.
@@ -265,7 +266,7 @@ func (b *progressBar) writer() io.Writer {
 	return b.out
 }
 
-func (b *progressBar) draw(p dsfs.WarmProgress) {
+func (b *progressBar) draw(p control.WarmProgress) {
 	frac := 0.0
 	if p.Bytes > 0 {
 		// Clamped: the figures are the daemon's, and a bar of more
@@ -281,7 +282,7 @@ func (b *progressBar) draw(p dsfs.WarmProgress) {
 	}
 	rate := float64(p.BytesFetched) / 1e6 / max(p.Seconds, 1e-9)
 	fmt.Fprintf(b.writer(), "\r[%s%s] %d/%d files  %s/%s  %.0f MB/s  ETA %s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
-		p.FilesDone, p.Files, humanBytes(p.BytesDone), humanBytes(p.Bytes), rate, eta)
+		p.FilesDone, p.Files, units.Bytes(p.BytesDone), units.Bytes(p.Bytes), rate, eta)
 	b.drawn = true
 }
 
@@ -289,19 +290,6 @@ func (b *progressBar) clear() {
 	if b.drawn {
 		fmt.Fprint(b.writer(), "\r\033[K")
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // exitCode ends the program with a code and no message.

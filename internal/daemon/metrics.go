@@ -1,11 +1,14 @@
-package main
+package daemon
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,59 +16,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dsmount/dsmount/cache"
-	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/readahead"
 )
-
-// statsReport is the JSON of `dsmount stats --json`.
-type statsReport struct {
-	DaemonPid int               `json:"daemon_pid"`
-	Mount     dsfs.MountStats   `json:"mount"`
-	Mounts    []dsfs.MountStats `json:"mounts"`
-	Cache     cacheStats        `json:"cache"`
-	// PageCache is what the declared orders' policy has learnt of the
-	// kernel's page cache (see readahead.PageCache).
-	PageCache readahead.PageCache `json:"page_cache"`
-}
-
-type cacheStats struct {
-	Dir              string `json:"dir"`
-	Policy           string `json:"policy"`
-	ChunkSize        int64  `json:"chunk_size"`
-	Hits             int64  `json:"hits"`
-	Misses           int64  `json:"misses"`
-	BytesFromCache   int64  `json:"bytes_from_cache"`
-	BytesFromBackend int64  `json:"bytes_from_backend"`
-	BytesFetched     int64  `json:"bytes_fetched"`
-	ChunksFetched    int64  `json:"chunks_fetched"`
-	FetchesInFlight  int64  `json:"fetches_in_flight"`
-	Used             int64  `json:"used"`
-	Capacity         int64  `json:"capacity"`
-	Evictions        int64  `json:"evictions"`
-	Streamed         int64  `json:"streamed"`
-	VerifyFailures   int64  `json:"verify_failures"`
-	SyncFailures     int64  `json:"sync_failures"`
-	WarmChunks       int64  `json:"warm_chunks"`
-	StagedPushedOut  int64  `json:"staged_pushed_out"`
-	DiskFull         bool   `json:"disk_full"`
-}
-
-func cacheReport(s cache.Stats, cf cacheFlags) cacheStats {
-	return cacheStats{
-		Dir: cf.dir, Policy: cf.policy, ChunkSize: cf.chunkSize,
-		Hits: s.Hits, Misses: s.Misses, BytesFromCache: s.BytesFromCache, BytesFromBackend: s.BytesFromBackend,
-		BytesFetched: s.BytesFetched, ChunksFetched: s.ChunksFetched, FetchesInFlight: s.FetchesInFlight,
-		Used: s.Used, Capacity: s.Capacity, Evictions: s.Evictions, Streamed: s.Streamed,
-		VerifyFailures: s.VerifyFailures, SyncFailures: s.SyncFailures, WarmChunks: s.WarmChunks, StagedPushedOut: s.StagedPushedOut, DiskFull: s.DiskFull,
-	}
-}
 
 // collector exports the daemon's figures at scrape time. Its only label is
 // mount, whose values are the daemon's mountpoints: a closed set. It also
 // exports the Go runtime's standard series (go_goroutines, go_threads,
 // go_memstats_*), which a long run watches for leaks (test/soak).
 type collector struct {
-	d       *daemon
+	d       *Daemon
 	descs   map[string]*prometheus.Desc
 	runtime prometheus.Collector
 	// skipped is said once: a series that could not be made (see emit).
@@ -105,14 +65,14 @@ func boolInt(b bool) int64 {
 
 var mountMetrics = []struct {
 	name, help string
-	value      func(dsfs.MountStats) int64
+	value      func(control.MountStats) int64
 }{
-	{"dsmount_mount_reads_total", "Reads served by the mount.", func(s dsfs.MountStats) int64 { return s.Reads }},
-	{"dsmount_mount_bytes_read_total", "Bytes read through the mount.", func(s dsfs.MountStats) int64 { return s.BytesRead }},
-	{"dsmount_mount_read_errors_total", "Reads that failed.", func(s dsfs.MountStats) int64 { return s.ReadErrors }},
-	{"dsmount_mount_lookups_total", "Names the kernel looked up one at a time (LOOKUP); a directory listing introduces its entries without one.", func(s dsfs.MountStats) int64 { return s.Lookups }},
-	{"dsmount_mount_hits_total", "Read pieces of the mount served from the cache.", func(s dsfs.MountStats) int64 { return s.Hits }},
-	{"dsmount_mount_misses_total", "Read pieces of the mount fetched from the backend.", func(s dsfs.MountStats) int64 { return s.Misses }},
+	{"dsmount_mount_reads_total", "Reads served by the mount.", func(s control.MountStats) int64 { return s.Reads }},
+	{"dsmount_mount_bytes_read_total", "Bytes read through the mount.", func(s control.MountStats) int64 { return s.BytesRead }},
+	{"dsmount_mount_read_errors_total", "Reads that failed.", func(s control.MountStats) int64 { return s.ReadErrors }},
+	{"dsmount_mount_lookups_total", "Names the kernel looked up one at a time (LOOKUP); a directory listing introduces its entries without one.", func(s control.MountStats) int64 { return s.Lookups }},
+	{"dsmount_mount_hits_total", "Read pieces of the mount served from the cache.", func(s control.MountStats) int64 { return s.Hits }},
+	{"dsmount_mount_misses_total", "Read pieces of the mount fetched from the backend.", func(s control.MountStats) int64 { return s.Misses }},
 }
 
 // jobMetrics are per declared job; labels mount, job and uid (jobs come
@@ -140,7 +100,7 @@ var jobMetrics = []struct {
 	{"dsmount_job_evicted_in_window_total", "Files evicted while the job needed them within its prefetch window.", true, func(j readahead.JobStats) float64 { return float64(j.EvictedInWindow) }},
 }
 
-func newCollector(d *daemon) *collector {
+func newCollector(d *Daemon) *collector {
 	c := &collector{d: d, descs: map[string]*prometheus.Desc{}, runtime: collectors.NewGoCollector()}
 	for _, m := range cacheMetrics {
 		c.descs[m.name] = prometheus.NewDesc(m.name, m.help, nil, nil)
@@ -236,4 +196,40 @@ func metricsHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// MetricsListenAddr is where --metrics-addr says to listen: ":PORT" is
+// 127.0.0.1:PORT, never every interface by omission.
+func MetricsListenAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--metrics-addr %q: want HOST:PORT or :PORT", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func (d *Daemon) serveMetrics(addr string) error {
+	listen, err := MetricsListenAddr(addr)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(d))
+	d.metrics = &http.Server{Handler: metricsHandler(reg), ReadHeaderTimeout: 10 * time.Second}
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := d.metrics.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Warn("metrics server stopped", "err", err)
+		}
+	}()
+	d.log.Info("serving metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return nil
 }

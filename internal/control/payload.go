@@ -1,4 +1,4 @@
-package fs
+package control
 
 import (
 	"bytes"
@@ -17,8 +17,9 @@ import (
 // scan, and each path is a view of the payload's bytes. NUL ends a path
 // because no path of a mount can hold one.
 
-// requestBuf assembles one request from a session's writes.
-type requestBuf struct {
+// Buffer assembles one request from a session's writes. The zero value
+// has no bound on the request's length; NewBuffer sets one.
+type Buffer struct {
 	// limit bounds the request's length (0: none), so an announced
 	// payload is refused before any room is made for it.
 	limit int
@@ -34,9 +35,23 @@ type requestBuf struct {
 	discard int
 }
 
-// add appends one write and reports whether the request is complete (or
+// NewBuffer returns a Buffer that refuses a request of more than limit
+// bytes (0: no bound).
+func NewBuffer(limit int) Buffer { return Buffer{limit: limit} }
+
+// Limit is the bound the buffer was made with.
+func (r *Buffer) Limit() int { return r.limit }
+
+// Len is the number of bytes written so far.
+func (r *Buffer) Len() int { return len(r.buf) }
+
+// Discard is how many bytes of a request refused for its announced
+// length the client will still write: take them and drop them.
+func (r *Buffer) Discard() int { return r.discard }
+
+// Add appends one write and reports whether the request is complete (or
 // malformed: see err).
-func (r *requestBuf) add(data []byte) bool {
+func (r *Buffer) Add(data []byte) bool {
 	r.buf = append(r.buf, data...)
 	if r.line == 0 {
 		i := bytes.IndexByte(r.buf, '\n')
@@ -80,9 +95,9 @@ func (r *requestBuf) add(data []byte) bool {
 	return true
 }
 
-// request returns the complete request, its payload's paths in Paths and
+// Request returns the complete request, its payload's paths in Paths and
 // Next (views of the buffer, which the request keeps alive).
-func (r *requestBuf) request() (Request, error) {
+func (r *Buffer) Request() (Request, error) {
 	if r.err != nil {
 		return Request{}, r.err
 	}
@@ -101,22 +116,22 @@ func (r *requestBuf) request() (Request, error) {
 	}
 	var err error
 	if req.PathsBytes > 0 {
-		if req.Paths, err = splitPaths(pieces[0]); err != nil {
+		if req.Paths, err = SplitPaths(pieces[0]); err != nil {
 			return Request{}, err
 		}
 	}
 	if req.NextBytes > 0 {
-		if req.Next, err = splitPaths(pieces[1]); err != nil {
+		if req.Next, err = SplitPaths(pieces[1]); err != nil {
 			return Request{}, err
 		}
 	}
 	if req.TableBytes > 0 {
-		req.tablePayload = pieces[2]
+		req.TablePayload = pieces[2]
 	}
-	if req.indices, err = decodeIndices(pieces[3]); err != nil {
+	if req.Indices, err = decodeIndices(pieces[3]); err != nil {
 		return Request{}, err
 	}
-	if req.nextIndices, err = decodeIndices(pieces[4]); err != nil {
+	if req.NextIndices, err = decodeIndices(pieces[4]); err != nil {
 		return Request{}, err
 	}
 	return req, nil
@@ -139,9 +154,9 @@ func decodeIndices(b []byte) ([]uint32, error) {
 	return out, nil
 }
 
-// splitPaths returns the NUL-ended paths of b as strings that share b's
+// SplitPaths returns the NUL-ended paths of b as strings that share b's
 // bytes (b is never written again).
-func splitPaths(b []byte) ([]string, error) {
+func SplitPaths(b []byte) ([]string, error) {
 	if len(b) > 0 && b[len(b)-1] != 0 {
 		return nil, errors.New("malformed control request: the payload's last path has no NUL after it")
 	}

@@ -1,4 +1,6 @@
-package main
+// Package units reads and writes byte counts the way dsmount's flags and
+// messages show them: powers of 1024 ("4M", "1.5 GiB").
+package units
 
 import (
 	"fmt"
@@ -7,9 +9,9 @@ import (
 	"strings"
 )
 
-// parseSize reads a byte count: a number with an optional K, M, G or T
+// ParseSize reads a byte count: a number with an optional K, M, G or T
 // suffix in powers of 1024 ("4M", "1.5G", "200GiB", "512").
-func parseSize(s string) (int64, error) {
+func ParseSize(s string) (int64, error) {
 	in := strings.TrimSpace(s)
 	num := strings.TrimRight(in, "KMGTPkmgtpiIbB")
 	suffix := strings.ToUpper(in[len(num):])
@@ -25,4 +27,19 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("invalid size %q: want a number with an optional K, M, G or T suffix (powers of 1024), e.g. 4M or 200G", s)
 	}
 	return int64(v * mult), nil
+}
+
+// Bytes shows n in the largest power-of-1024 unit under which it is at
+// least 1 ("512 B", "4.0 MiB").
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -1,4 +1,4 @@
-package fs
+package control
 
 import (
 	"bytes"
@@ -30,15 +30,15 @@ func TestRequestPayload(t *testing.T) {
 	b := encodeOrder(t, Request{Op: "order", Job: "j"}, paths, next)
 	// Any split into writes gives the same request.
 	for cut := 0; cut <= len(b); cut++ {
-		var r requestBuf
-		done := r.add(b[:cut])
+		var r Buffer
+		done := r.Add(b[:cut])
 		if cut < len(b) && done {
 			t.Fatalf("complete after %d of %d bytes", cut, len(b))
 		}
-		if cut < len(b) && !r.add(b[cut:]) {
+		if cut < len(b) && !r.Add(b[cut:]) {
 			t.Fatalf("not complete after all %d bytes (cut %d)", len(b), cut)
 		}
-		req, err := r.request()
+		req, err := r.Request()
 		if err != nil || req.Job != "j" || !slices.Equal(req.Paths, paths) || !slices.Equal(req.Next, next) {
 			t.Fatalf("cut %d: %+v, %v", cut, req, err)
 		}
@@ -52,12 +52,12 @@ func TestRequestPayload(t *testing.T) {
 		"huge announced lengths": []byte(`{"paths_bytes":9223372036854775807,"next_bytes":9223372036854775807}` + "\n"),
 		"more than the limit":    []byte(`{"op":"order","paths_bytes":2000}` + "\n"),
 	} {
-		r := requestBuf{limit: 1000}
-		if !r.add(bad) {
+		r := NewBuffer(1000)
+		if !r.Add(bad) {
 			t.Errorf("%s: not complete", name)
 			continue
 		}
-		if _, err := r.request(); err == nil {
+		if _, err := r.Request(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -71,16 +71,16 @@ func FuzzRequest(f *testing.F) {
 	f.Add([]byte(`{"op":"warm","paths":["x"]}`+"\n"), 0)
 	f.Add([]byte(`{"op":"order","paths_bytes":2}`+"\na\x00"), 30)
 	f.Fuzz(func(t *testing.T, b []byte, cut int) {
-		r := requestBuf{limit: 1 << 20}
+		r := NewBuffer(1 << 20)
 		cut = min(max(cut, 0), len(b))
-		done := r.add(b[:cut])
+		done := r.Add(b[:cut])
 		if !done {
-			done = r.add(b[cut:])
+			done = r.Add(b[cut:])
 		}
 		if !done {
 			return
 		}
-		req, err := r.request()
+		req, err := r.Request()
 		if err != nil {
 			return
 		}

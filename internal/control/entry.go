@@ -1,0 +1,136 @@
+package control
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// EntryName is the hidden entry at a mount's root through which clients
+// (dsmount warm, order and stats, the Python package) talk to the daemon.
+// A session is a new entry created as EntryName + "." + anything unique.
+const EntryName = ".dsmount-control"
+
+// Ops of a Request.
+const (
+	OpWarm  = "warm"
+	OpOrder = "order"
+	OpStats = "stats"
+)
+
+// Types of an Event.
+const (
+	EventPlan     = "plan"
+	EventProgress = "progress"
+	EventResult   = "result"
+	EventError    = "error"
+)
+
+// Codes of an error Event that a client acts on.
+const (
+	// CodeUnknownTable: the declaration named a path table the daemon
+	// does not have (it was never sent, or was dropped, or the daemon
+	// restarted): send the table again.
+	CodeUnknownTable = "unknown_table"
+	// CodeUnsupportedVersion: the request asked for a protocol version
+	// newer than the daemon's.
+	CodeUnsupportedVersion = "unsupported_version"
+)
+
+// Request is one control request: a JSON line, then the payload it
+// announces.
+type Request struct {
+	// Version is the protocol version the client speaks; 0 means 1.
+	Version int      `json:"version,omitempty"`
+	Op      string   `json:"op"`              // OpWarm, OpOrder or OpStats
+	Paths   []string `json:"paths,omitempty"` // warm: files or directories; order: the epoch's files in order; relative to the mount root
+	Job     string   `json:"job,omitempty"`   // order: the job's name, unique on the mount
+	Epoch   int      `json:"epoch,omitempty"` // order: the epoch Paths is the order of
+	Next    []string `json:"next,omitempty"`  // order: the next epoch's order, when known
+	End     bool     `json:"end,omitempty"`   // order: forget the job (it is done)
+	// PID (order) names the training process whose reads (its own and its
+	// descendants') are the job's; default: the process writing the
+	// request. Anonymous: no owner; reads are matched by file alone.
+	PID       int  `json:"pid,omitempty"`
+	Anonymous bool `json:"anonymous,omitempty"`
+	Parallel  int  `json:"parallel,omitempty"` // warm: chunk fetches in flight
+	Check     bool `json:"check,omitempty"`    // warm: report the cached fraction, fetch nothing
+	// PathsBytes and NextBytes (order) announce Paths and Next as a
+	// payload after the request line instead (NUL-ended paths).
+	PathsBytes int `json:"paths_bytes,omitempty"`
+	NextBytes  int `json:"next_bytes,omitempty"`
+	// Table (order) names the path table that the indices index (see
+	// TableName); TableBytes announces the table itself in the payload
+	// (its paths, NUL-ended), after Paths and Next; IndicesBytes and
+	// NextIndicesBytes the epoch's and the next's indices into it, as
+	// little-endian uint32s, after the table.
+	Table            string `json:"table,omitempty"`
+	TableBytes       int    `json:"table_bytes,omitempty"`
+	IndicesBytes     int    `json:"indices_bytes,omitempty"`
+	NextIndicesBytes int    `json:"next_indices_bytes,omitempty"`
+
+	// Decoded from the payload by Buffer; never sent as JSON.
+	TablePayload         []byte   `json:"-"` // the table sent, if any
+	Indices, NextIndices []uint32 `json:"-"`
+}
+
+// Event is one line of a control response.
+type Event struct {
+	Type  string `json:"type"` // EventPlan, EventProgress, EventResult or EventError
+	Error string `json:"error,omitempty"`
+	// Code names an error a client acts on (CodeUnknownTable, ...).
+	Code  string          `json:"code,omitempty"`
+	Warm  *WarmProgress   `json:"warm,omitempty"`
+	Plan  *WarmPlan       `json:"plan,omitempty"`
+	Order *OrderResult    `json:"order,omitempty"`
+	Stats json.RawMessage `json:"stats,omitempty"` // a StatsReport
+}
+
+// WarmPlan is what a warm request covers, reported before any fetch.
+type WarmPlan struct {
+	Files        int      `json:"files"`
+	Bytes        int64    `json:"bytes"`
+	BytesCached  int64    `json:"bytes_cached"`
+	FilesCached  int      `json:"files_cached"`
+	CacheFree    int64    `json:"cache_free"` // -1: unlimited
+	Fits         bool     `json:"fits"`
+	NotFound     int      `json:"not_found"`
+	NotFoundList []string `json:"not_found_examples,omitempty"`
+}
+
+// WarmProgress is a warm's running (and, in the result, final) count.
+type WarmProgress struct {
+	Files               int     `json:"files"`
+	FilesDone           int64   `json:"files_done"`
+	Bytes               int64   `json:"bytes"`
+	BytesDone           int64   `json:"bytes_done"`
+	ChunksFetched       int64   `json:"chunks_fetched"`
+	ChunksAlreadyCached int64   `json:"chunks_already_cached"`
+	ChunksNotCached     int64   `json:"chunks_not_cached"` // left out: cache full, or not kept by the policy
+	BytesFetched        int64   `json:"bytes_fetched"`
+	Errors              int64   `json:"errors"`
+	FirstError          string  `json:"first_error,omitempty"`
+	Seconds             float64 `json:"seconds"`
+	CacheFull           bool    `json:"cache_full"`
+	Interrupted         bool    `json:"interrupted"`
+}
+
+// OrderResult answers an "order" request: what the declaration kept.
+type OrderResult struct {
+	Job          string `json:"job"`
+	Epoch        int    `json:"epoch"`
+	Declared     int    `json:"declared"`      // files of the current epoch's order kept
+	NextDeclared int    `json:"next_declared"` // files of the next epoch's order kept
+	Duplicates   int    `json:"duplicates"`    // repeats left out (a file is read once per epoch)
+	Skipped      int    `json:"skipped"`       // paths that are not files of the mount, left out
+	// SkippedExamples names the first few skipped paths and why.
+	SkippedExamples []string `json:"skipped_examples"`
+	Ended           bool     `json:"ended,omitempty"` // an "end" request forgot the job
+}
+
+// TableName is the name of the path table whose payload is b: the first
+// 16 bytes of its SHA-256, in hex.
+func TableName(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
