@@ -38,7 +38,15 @@ type standIn struct {
 }
 
 func (s *standIn) Mountpoint() string { return s.dir }
-func (s *standIn) Wait()              { <-s.gone; <-s.ended }
+func (s *standIn) Attached() bool {
+	select {
+	case <-s.gone:
+		return false
+	default:
+		return true
+	}
+}
+func (s *standIn) Wait() { <-s.gone; <-s.ended }
 func (s *standIn) Unmount() error {
 	s.takeAway()
 	s.end()

@@ -19,6 +19,10 @@ import (
 // production (ServeFUSE), by a stand-in in tests.
 type Served interface {
 	Mountpoint() string
+	// Attached says whether the mount is still in place: after an
+	// unmount from outside it is not, while its server may still be
+	// ending.
+	Attached() bool
 	// Wait returns once the mount is gone (unmounted from outside, or by
 	// Unmount).
 	Wait()
@@ -147,8 +151,9 @@ func (d *Daemon) watch(s Served, release func()) {
 func (d *Daemon) waitUnmounted(ctx context.Context, mountpoint string) error {
 	d.mu.Lock()
 	gone := d.gone[mountpoint]
+	m, ok := d.mounts[mountpoint]
 	d.mu.Unlock()
-	if gone == nil || stillFuse(mountpoint) {
+	if gone == nil || (ok && m.served.Attached()) {
 		return nil
 	}
 	t := time.NewTimer(unmountSettle)
@@ -191,6 +196,7 @@ type fuseMount struct {
 }
 
 func (f fuseMount) Mountpoint() string { return f.m.Mountpoint() }
+func (f fuseMount) Attached() bool     { return stillFuse(f.m.Mountpoint()) }
 func (f fuseMount) Wait()              { f.m.Server().Wait() }
 
 // Unmount unmounts, falling back to a lazy detach if the mount is busy:
