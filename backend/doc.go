@@ -33,4 +33,8 @@
 //
 // Backends are safe for concurrent use by many goroutines; callers bound the
 // concurrency themselves.
+//
+// This package and its implementations (backend/s3, backend/posix,
+// backend/memory for tests) are libraries: a Go program may use them
+// without the rest of dsmount.
 package backend

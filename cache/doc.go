@@ -167,4 +167,10 @@
 // Source.OpenCached opens its checked cache file for passthrough. Policy decides admission and
 // victims, so the order-aware policy plugs in without touching the read
 // path.
+//
+// # Stability
+//
+// A library: a program that reads objects through a backend.Backend can
+// use a Cache on its own (Open, Source, ReadAt), with the guarantees
+// above. dsmount's daemon is its main user, and the API follows it.
 package cache

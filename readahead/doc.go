@@ -116,4 +116,12 @@
 // A Sequential's own mutex guards its window; it is not held while
 // calling its Fetcher, and its progress callbacks take it briefly. A
 // Streams' mutex is taken with a Sequential's held, never the other way.
+//
+// # Stability
+//
+// A public package by the project's layout, with an API built for
+// dsmount's daemon (internal/daemon): a Registry is prepared, given to
+// cache.Open as its policy, then started with the open cache's capacity
+// (Prepare, Start; New does both for callers that know the capacity).
+// It may change with the daemon.
 package readahead
