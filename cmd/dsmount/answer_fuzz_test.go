@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -37,24 +36,6 @@ func renderEvent(w io.Writer, ev control.Event) error {
 	return nil
 }
 
-// TestAnswerErrorsAreTheDaemonsWords: an "error" event ends the answer
-// as a daemonError carrying the daemon's message on one line; events
-// before it were handed on; a line that is not an event is a malformed
-// answer.
-func TestAnswerErrorsAreTheDaemonsWords(t *testing.T) {
-	var seen []string
-	in := `{"type":"plan","plan":{"files":2}}` + "\n" + `{"type":"error","error":"order: a mount may have\nat most 256 jobs"}` + "\n" + `{"type":"result"}` + "\n"
-	err := readAnswer(strings.NewReader(in), "/mnt/x", func(ev control.Event) error { seen = append(seen, ev.Type); return nil })
-	var de daemonError
-	if !errors.As(err, &de) || de.msg != "order: a mount may have at most 256 jobs" || len(seen) != 1 {
-		t.Errorf("readAnswer: %v (%T), events %v; want the daemon's one line after the plan", err, err, seen)
-	}
-	err = readAnswer(strings.NewReader("not json\n"), "/mnt/x", func(control.Event) error { return nil })
-	if err == nil || !strings.Contains(err.Error(), "malformed answer from /mnt/x") || errors.As(err, &de) {
-		t.Errorf("readAnswer of a line that is not JSON: %v", err)
-	}
-}
-
 // FuzzControlAnswer: whatever the daemon's answer holds (a daemon of
 // another version, a truncated line, counts that don't add up: bytes
 // done past the total, negative sizes), the CLI reads it and shows it
@@ -78,7 +59,7 @@ func FuzzControlAnswer(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		err := readAnswer(bytes.NewReader(b), "/mnt/x", func(ev control.Event) error { return renderEvent(io.Discard, ev) })
+		err := control.ReadAnswer(bytes.NewReader(b), "/mnt/x", func(ev control.Event) error { return renderEvent(io.Discard, ev) })
 		if err == nil {
 			return
 		}

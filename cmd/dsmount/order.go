@@ -79,7 +79,7 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 	if err != nil {
 		return usagef("%s: %w", args[0], err)
 	}
-	root, rel, err := mountRoots{}.find(abs)
+	root, rel, err := control.Roots{}.Find(abs)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 		}
 	}
 	var res *control.OrderResult
-	err = controlCall(ctx, root, req, func(ev control.Event) error {
+	err = control.Call(ctx, root, req, func(ev control.Event) error {
 		if ev.Order != nil {
 			res = ev.Order
 		}

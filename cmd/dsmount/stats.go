@@ -27,12 +27,12 @@ func newStatsCmd() *cobra.Command {
 			if err != nil {
 				return usagef("%s: %w", args[0], err)
 			}
-			root, _, err := mountRoots{}.find(abs)
+			root, _, err := control.Roots{}.Find(abs)
 			if err != nil {
 				return err
 			}
 			var raw json.RawMessage
-			err = controlCall(cmd.Context(), root, control.Request{Op: "stats"}, func(ev control.Event) error {
+			err = control.Call(cmd.Context(), root, control.Request{Op: "stats"}, func(ev control.Event) error {
 				if ev.Type == "result" {
 					raw = ev.Stats
 				}

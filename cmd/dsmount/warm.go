@@ -89,7 +89,7 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 		req := control.Request{Op: "warm", Paths: g.paths, Parallel: f.parallel, Check: f.check}
 		var bar progressBar
 		var last *control.WarmProgress // the latest progress, reported if interrupted
-		err := controlCall(ctx, g.root, req, func(ev control.Event) error {
+		err := control.Call(ctx, g.root, req, func(ev control.Event) error {
 			switch {
 			case ev.Plan != nil:
 				p := ev.Plan
@@ -168,7 +168,7 @@ func addProgress(t *control.WarmProgress, p control.WarmProgress) {
 }
 
 func groupByMount(paths []string) ([]warmGroup, error) {
-	roots := mountRoots{}
+	roots := control.Roots{}
 	var groups []warmGroup
 	index := map[string]int{}
 	for _, p := range paths {
@@ -176,7 +176,7 @@ func groupByMount(paths []string) ([]warmGroup, error) {
 		if err != nil {
 			return nil, usagef("%s: %w", p, err)
 		}
-		root, rel, err := roots.find(abs)
+		root, rel, err := roots.Find(abs)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package main
+package control
 
 import (
 	"bufio"
@@ -12,16 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/dsmount/dsmount/internal/control"
 )
 
-// mountRoots finds the dsmount mount a path lies in by looking for the
+// Roots finds the dsmount mount a path lies in by looking for the
 // control entry in it and its parents; results are memoised per directory.
-type mountRoots map[string]string
+type Roots map[string]string
 
-// find returns the mount root of abs and abs relative to it.
-func (r mountRoots) find(abs string) (root, rel string, err error) {
+// Find returns the mount root of abs and abs relative to it.
+func (r Roots) Find(abs string) (root, rel string, err error) {
 	dir := abs
 	if st, err := os.Stat(abs); err != nil {
 		return "", "", fmt.Errorf("%s: %w", abs, err)
@@ -33,7 +31,7 @@ func (r mountRoots) find(abs string) (root, rel string, err error) {
 		if _, ok := r[dir]; ok {
 			break
 		}
-		if _, err := os.Stat(filepath.Join(dir, control.EntryName)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, EntryName)); err == nil {
 			r[dir] = dir
 			break
 		}
@@ -55,16 +53,16 @@ func (r mountRoots) find(abs string) (root, rel string, err error) {
 	return root, filepath.ToSlash(rel), nil
 }
 
-// controlCall sends req to the daemon through the mount's control entry and
+// Call sends req to the daemon through the mount's control entry and
 // calls on for each event until the daemon is done. Cancelling ctx closes
 // the entry, which cancels the request in the daemon.
-func controlCall(ctx context.Context, root string, req control.Request, on func(control.Event) error) error {
-	// A session is a new entry, created: see control.EntryName. Never create
+func Call(ctx context.Context, root string, req Request, on func(Event) error) error {
+	// A session is a new entry, created: see EntryName. Never create
 	// a stray file in a directory that is not a mount's root.
-	if _, err := os.Stat(filepath.Join(root, control.EntryName)); err != nil {
+	if _, err := os.Stat(filepath.Join(root, EntryName)); err != nil {
 		return fmt.Errorf("%s is not the root of a dsmount mount: %w", root, err)
 	}
-	name := fmt.Sprintf("%s.%d-%x", control.EntryName, os.Getpid(), rand.Uint64())
+	name := fmt.Sprintf("%s.%d-%x", EntryName, os.Getpid(), rand.Uint64())
 	f, err := os.OpenFile(filepath.Join(root, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("open a control session on %s: %w", root, err)
@@ -84,45 +82,49 @@ func controlCall(ctx context.Context, root string, req control.Request, on func(
 		// The daemon refuses a request over its bounds at the write
 		// (EFBIG) and says why in the answer, ready to be read.
 		if ctx.Err() == nil {
-			if rerr := readAnswer(f, root, func(control.Event) error { return nil }); rerr != nil && errors.As(rerr, new(daemonError)) {
+			if rerr := ReadAnswer(f, root, func(Event) error { return nil }); rerr != nil && errors.As(rerr, new(DaemonError)) {
 				return rerr
 			}
 		}
 		return fmt.Errorf("send request to %s: %w", root, err)
 	}
-	err = readAnswer(f, root, on)
+	err = ReadAnswer(f, root, on)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
 }
 
-// daemonError is an "error" event's message: the daemon's own words.
-type daemonError struct{ msg string }
+// DaemonError is an "error" event: the daemon's own words, on one line,
+// and the code a program acts on ("" for most).
+type DaemonError struct {
+	Message string
+	Code    string
+}
 
-func (e daemonError) Error() string { return e.msg }
+func (e DaemonError) Error() string { return e.Message }
 
 // maxAnswerLine bounds one line of the daemon's answer (a stats report
 // of many mounts and jobs is the longest).
 const maxAnswerLine = 64 << 20
 
-// readAnswer reads the daemon's answer, event lines until EOF, calling on
-// for each until an "error" event, which it returns as a daemonError.
+// ReadAnswer reads the daemon's answer, event lines until EOF, calling on
+// for each until an "error" event, which it returns as a DaemonError.
 // Whatever r holds, the error it returns is one line.
-func readAnswer(r io.Reader, root string, on func(control.Event) error) error {
+func ReadAnswer(r io.Reader, root string, on func(Event) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxAnswerLine)
 	for sc.Scan() {
-		var ev control.Event
+		var ev Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			return fmt.Errorf("malformed answer from %s: %w", root, err)
 		}
-		if ev.Type == "error" {
-			msg := oneLine(ev.Error)
+		if ev.Type == EventError {
+			msg := strings.NewReplacer("\n", " ", "\r", " ").Replace(ev.Error)
 			if msg == "" {
 				msg = "the daemon reported an unnamed error"
 			}
-			return daemonError{msg}
+			return DaemonError{Message: msg, Code: ev.Code}
 		}
 		if err := on(ev); err != nil {
 			return err
@@ -135,12 +137,12 @@ func readAnswer(r io.Reader, root string, on func(control.Event) error) error {
 }
 
 // movePathsToPayload moves an order's paths out of the JSON request into
-// the payload that follows it (control.Request.PathsBytes), which the daemon
+// the payload that follows it (Request.PathsBytes), which the daemon
 // reads without decoding a string per path. A path holding a NUL byte
 // (never a file of a mount) would be split there: such a request stays
 // JSON.
-func movePathsToPayload(req *control.Request) []byte {
-	if req.Op != "order" || len(req.Paths)+len(req.Next) == 0 {
+func movePathsToPayload(req *Request) []byte {
+	if req.Op != OpOrder || len(req.Paths)+len(req.Next) == 0 {
 		return nil
 	}
 	n := 0
