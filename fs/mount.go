@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/backend"
-	"github.com/dsmount/dsmount/cache"
 	"github.com/dsmount/dsmount/readahead"
 )
 
@@ -29,10 +28,11 @@ const kernelTimeout = time.Hour
 
 // Config describes one mount.
 type Config struct {
-	// Cache is the cache Source belongs to (capacity for warm plans).
-	Cache *cache.Cache
-	// Source serves the objects' bytes.
-	Source *cache.Source
+	// Cache is the cache Source belongs to (chunk size, capacity for
+	// warm plans); the daemon's is a *cache.Cache.
+	Cache Cache
+	// Source serves the objects' bytes; the daemon's is a *cache.Source.
+	Source Source
 	// Listing is what the tree is built from.
 	Listing *backend.Listing
 	// AllowOther lets users other than the mounter read the mount.
@@ -44,13 +44,16 @@ type Config struct {
 	// report every mount (to a privileged caller; see Caller).
 	Stats func(*Mount, Caller) any
 	// Readahead, if set, receives the mount's declared orders and reads,
-	// and prefetches for them.
-	Readahead *readahead.Mount
+	// and prefetches for them; the daemon's is a *readahead.Mount (a nil
+	// one counts as unset).
+	Readahead Readahead
 	// FastPath is how hot reads are served; "" means FastPathAuto.
 	FastPath FastPath
 	// Streams bounds the sequential readahead of large files; every mount
 	// on one cache should share one, as they share its staging area. Nil:
-	// the mount gets its own, with the default budgets.
+	// the mount gets its own, with the default budgets. (A concrete type,
+	// not an interface: fs only hands it to readahead.NewSequential; it
+	// is a budget, with no store or disk behind it.)
 	Streams *readahead.Streams
 }
 
@@ -60,10 +63,10 @@ type MountStats = control.MountStats
 // Mount is one mounted dsmount filesystem.
 type Mount struct {
 	dir        string
-	cache      *cache.Cache
-	src        *cache.Source
+	cache      Cache
+	src        Source
 	statsHook  func(*Mount, Caller) any
-	ra         *readahead.Mount
+	ra         Readahead // nil: none (see present)
 	streams    *readahead.Streams
 	log        *slog.Logger
 	tree       *tree
@@ -97,7 +100,6 @@ func New(cfg Config) *Mount {
 		cache:      cfg.Cache,
 		src:        cfg.Source,
 		statsHook:  cfg.Stats,
-		ra:         cfg.Readahead,
 		streams:    cfg.Streams,
 		log:        log,
 		tree:       t,
@@ -105,6 +107,9 @@ func New(cfg Config) *Mount {
 		sessionsOf: make(map[uint32]int),
 		uid:        uint32(os.Getuid()),
 		gid:        uint32(os.Getgid()),
+	}
+	if present(cfg.Readahead) {
+		m.ra = cfg.Readahead
 	}
 	if m.streams == nil {
 		m.streams = readahead.NewStreams(0, 0)

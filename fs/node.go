@@ -194,13 +194,15 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 			defer done()
 		}
 	}
-	read := n.m.src.ReadAt
-	if n.seq != nil {
-		if n.seq.Observe(off, int64(len(dest))) {
-			read = n.m.src.ReadAtStream
-		}
+	// Two calls, not a func value chosen first: a method value of an
+	// interface may cost an allocation per read.
+	var got int
+	var err error
+	if n.seq != nil && n.seq.Observe(off, int64(len(dest))) {
+		got, err = n.m.src.ReadAtStream(ctx, obj, dest, off)
+	} else {
+		got, err = n.m.src.ReadAt(ctx, obj, dest, off)
 	}
-	got, err := read(ctx, obj, dest, off)
 	if errno := toErrno(err); errno != 0 {
 		n.m.readFailed(obj.Key, off, err)
 		return nil, errno
