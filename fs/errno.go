@@ -24,11 +24,16 @@ func toErrno(err error) syscall.Errno {
 		return syscall.EACCES
 	case errors.Is(err, backend.ErrInvalid):
 		return syscall.EINVAL
+	case errors.Is(err, backend.ErrChanged), errors.Is(err, backend.ErrThrottled), errors.Is(err, backend.ErrUnavailable):
+		// The store failed; its kind says so, whatever errno its cause
+		// holds (an S3 read whose connection was reset must not end a
+		// reader's read(2) with ECONNRESET).
+		return syscall.EIO
 	case errors.As(err, &errno):
-		return errno
+		return errno // the cache's own disk, say
 	default:
-		// ErrChanged, ErrThrottled, ErrUnavailable, deadlines and anything
-		// unforeseen: the read failed, and retrying won't obviously help.
+		// Deadlines and anything unforeseen: the read failed, and
+		// retrying won't obviously help.
 		return syscall.EIO
 	}
 }
