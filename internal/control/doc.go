@@ -3,7 +3,7 @@
 // document, which is the protocol's specification. The daemon (fs, for the
 // control entry; internal/daemon, for the socket), the Go CLI
 // (cmd/dsmount) and the Python package (python/dsmount/control.py) all
-// follow it; control_python_test.go checks the Python client against
+// follow it; python_test.go checks the Python client against
 // these types (the same field names, ops, event types and error codes).
 //
 // # Versions

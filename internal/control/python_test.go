@@ -28,7 +28,7 @@ import (
 // entry's client side. TestPythonClient keeps it honest against this
 // package: it describes the protocol from the Go types themselves (by
 // reflection, so a field added, renamed or dropped here shows up without
-// anyone editing this test), has python/tests/test_protocol.py drive every
+// anyone editing this test), has python/tests/protocol_check.py drive every
 // call of the Python client against it, and then parses every request the
 // Python client wrote with Buffer, the daemon's own parser.
 
@@ -399,7 +399,7 @@ type pyRequest struct {
 	} `json:"expect"`
 }
 
-// TestPythonClient runs python/tests/test_protocol.py against the spec
+// TestPythonClient runs python/tests/protocol_check.py against the spec
 // of this package's types, then parses the requests it recorded with the
 // daemon's parser. It fails, never skips, without /usr/bin/python3.
 func TestPythonClient(t *testing.T) {
@@ -408,7 +408,7 @@ func TestPythonClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	pyDir := filepath.Join(root, "python")
-	if _, err := os.Stat(filepath.Join(pyDir, "tests", "test_protocol.py")); err != nil {
+	if _, err := os.Stat(filepath.Join(pyDir, "tests", "protocol_check.py")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(systemPython); err != nil {
@@ -430,7 +430,7 @@ func TestPythonClient(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, systemPython, "-m", "unittest", "-v", "tests.test_protocol")
+	cmd := exec.CommandContext(ctx, systemPython, "-m", "unittest", "-v", "tests.protocol_check")
 	cmd.Dir = pyDir
 	cmd.Env = append(os.Environ(),
 		"DSMOUNT_PROTOCOL_SPEC="+specPath,
@@ -439,17 +439,17 @@ func TestPythonClient(t *testing.T) {
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("python/tests/test_protocol.py against this package's types: %v\n%s", err, out)
+		t.Fatalf("python/tests/protocol_check.py against this package's types: %v\n%s", err, out)
 	}
 	// A test skipped is a check not made: the Python test skips only
 	// without the spec, which this test always gives it.
 	if regexp.MustCompile(`\.\.\. skipped|skipped=\d`).Match(out) {
-		t.Fatalf("python/tests/test_protocol.py skipped a test:\n%s", out)
+		t.Fatalf("python/tests/protocol_check.py skipped a test:\n%s", out)
 	}
 	if m := regexp.MustCompile(`Ran (\d+) test`).FindSubmatch(out); m == nil || string(m[1]) == "0" {
-		t.Fatalf("python/tests/test_protocol.py ran no test:\n%s", out)
+		t.Fatalf("python/tests/protocol_check.py ran no test:\n%s", out)
 	}
-	t.Logf("python/tests/test_protocol.py:\n%s", out)
+	t.Logf("python/tests/protocol_check.py:\n%s", out)
 
 	checkPythonRequests(t, filepath.Join(outDir, "requests.json"))
 }

@@ -15,8 +15,9 @@ control entry answering with those lines, and checks:
   Go type it reads it from.
 
 The requests written are saved (in DSMOUNT_PROTOCOL_OUT) for the Go test to
-parse with the daemon's own parser. Without the spec the module skips: run
-it through ``go test ./internal/control``.
+parse with the daemon's own parser. The module is not named test_*.py, so
+unittest discovery leaves it out: it needs the spec, and runs through
+``go test ./internal/control``.
 """
 
 import ast
