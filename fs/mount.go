@@ -86,6 +86,10 @@ type Mount struct {
 	refusals   atomic.Int64   // sessions refused, for rate-limiting their warnings
 
 	reads, bytesRead, readErrors, lookups atomic.Int64
+	// opens counts the OPENs of files that reached the daemon: on a
+	// no-open mount, the first alone (answered ENOSYS, after which the
+	// kernel sends none). Not in MountStats; tests read it.
+	opens atomic.Int64
 }
 
 // New builds the mount's tree from cfg without mounting it, so callers can
