@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -74,5 +76,108 @@ func TestToErrno(t *testing.T) {
 		if got := toErrno(c.err); got != c.want {
 			t.Errorf("%s (%v): %v (%d), want %v (%d)", c.name, c.err, got, int(got), c.want, int(c.want))
 		}
+	}
+}
+
+// TestReadErrorsThroughMount: a read whose object the store fails to
+// serve fails in the reader with the errno of the store's error kind, the
+// object replaced in the store since it was listed (a new version) with
+// EIO; each is counted as a read error, and the mount goes on serving
+// the other files.
+func TestReadErrorsThroughMount(t *testing.T) {
+	files := map[string]int{"ok": 3000, "changed": 2*testChunk + 1, "missing": 10, "denied": 10, "invalid": 10, "down": 10, "throttled": 10}
+	s := failingStore{store: newStore(files), fail: map[string]error{
+		"missing": backend.ErrNotFound, "denied": backend.ErrPermission, "invalid": backend.ErrInvalid,
+		"down": backend.ErrUnavailable, "throttled": backend.ErrThrottled,
+	}}
+	sv := serve(t, s, s.listing(), nil)
+	s.Put("changed", payload("changed", 99)) // a new version, after the listing
+	want := map[string]syscall.Errno{
+		"changed": syscall.EIO, "missing": syscall.ENOENT, "denied": syscall.EACCES, "invalid": syscall.EINVAL,
+		"down": syscall.EIO, "throttled": syscall.EIO,
+	}
+	for key, errno := range want {
+		got, err := os.ReadFile(filepath.Join(sv.dir, key))
+		if !errors.Is(err, errno) {
+			t.Errorf("reading %s: %d bytes, %v; want %v", key, len(got), err, errno)
+		}
+	}
+	if n := sv.m.readErrors.Load(); n < int64(len(want)) {
+		t.Errorf("%d read errors counted; want at least %d", n, len(want))
+	}
+	sv.checkFile(t, "ok", payload("ok", 3000))
+}
+
+// TestWritesRefused: whatever would change the tree fails with EROFS,
+// on a no-open mount (where a write open reaches no OPEN, and the write
+// itself is refused) as on one with the fast path off; the tree and the
+// bytes stay as they were.
+func TestWritesRefused(t *testing.T) {
+	for _, mode := range []FastPath{FastPathNoOpen, FastPathOff} {
+		t.Run(string(mode), func(t *testing.T) {
+			s := newStore(map[string]int{"f": 100, "d/g": 200})
+			sv := serve(t, s, s.listing(), func(c *Config) { c.FastPath = mode })
+			at := func(p string) string { return filepath.Join(sv.dir, p) }
+			sv.checkFile(t, "f", payload("f", 100)) // a first open: no-open is in force after it
+			ops := []struct {
+				name string
+				do   func() error
+			}{
+				{"write", func() error {
+					f, err := os.OpenFile(at("f"), os.O_WRONLY, 0)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					_, err = f.Write([]byte("x"))
+					return err
+				}},
+				{"open for appending", func() error {
+					f, err := os.OpenFile(at("d/g"), os.O_RDWR|os.O_APPEND, 0)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					_, err = f.Write([]byte("x"))
+					return err
+				}},
+				{"truncate", func() error { return os.Truncate(at("f"), 0) }},
+				{"chmod", func() error { return os.Chmod(at("f"), 0o777) }},
+				{"create", func() error { return os.WriteFile(at("new"), []byte("x"), 0o644) }},
+				{"create in a directory", func() error { return os.WriteFile(at("d/new"), nil, 0o644) }},
+				{"a control session below the root", func() error { return os.WriteFile(at("d/"+ControlName+".x"), nil, 0o600) }},
+				{"mkdir", func() error { return os.Mkdir(at("newdir"), 0o755) }},
+				{"mknod", func() error { return syscall.Mknod(at("fifo"), syscall.S_IFIFO|0o644, 0) }},
+				{"unlink", func() error { return syscall.Unlink(at("f")) }},
+				{"rmdir", func() error { return syscall.Rmdir(at("d")) }},
+				{"rename", func() error { return os.Rename(at("f"), at("renamed")) }},
+				{"symlink", func() error { return os.Symlink("f", at("link")) }},
+				{"link", func() error { return os.Link(at("f"), at("hard")) }},
+			}
+			for _, op := range ops {
+				if err := op.do(); !errors.Is(err, syscall.EROFS) {
+					t.Errorf("%s: %v; want EROFS", op.name, err)
+				}
+			}
+			names := func(dir string) []string {
+				es, err := os.ReadDir(at(dir))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ns []string
+				for _, e := range es {
+					ns = append(ns, e.Name())
+				}
+				return ns
+			}
+			if got := names("."); !slices.Equal(got, []string{"d", "f"}) {
+				t.Errorf("the root holds %q after the refusals", got)
+			}
+			if got := names("d"); !slices.Equal(got, []string{"g"}) {
+				t.Errorf("d holds %q after the refusals", got)
+			}
+			sv.checkFile(t, "f", payload("f", 100))
+			sv.checkFile(t, "d/g", payload("d/g", 200))
+		})
 	}
 }
