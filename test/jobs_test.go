@@ -13,7 +13,7 @@ import (
 )
 
 // TestDeclaredJobsShareTheCacheBetterThanFillAndHold runs the cheap case
-// of test/benchjobs in the suite: two jobs (reader processes of 4
+// of `go run ./bench jobs` in the suite: two jobs (reader processes of 4
 // goroutines, each its own shuffle, declaring each epoch's order and the
 // next with --pid, as the Python sampler does) read 2,000 files from MinIO
 // through one mount whose cache holds a quarter of them, the readers' page
@@ -27,13 +27,13 @@ func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "benchjobs")
-	build := exec.Command("go", "build", "-o", bin, "./bench/jobs")
+	bin := filepath.Join(t.TempDir(), "bench")
+	build := exec.Command("go", "build", "-o", bin, "./bench")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./bench/jobs: %v\n%s", err, out)
+		t.Fatalf("go build ./bench: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--files", "2000", "--jobs", "2", "--fractions", "0.25", "--bounded", "on", "--page-cache", "30000000",
+	cmd := exec.Command(bin, "jobs", "--files", "2000", "--jobs", "2", "--fractions", "0.25", "--bounded", "on", "--page-cache", "30000000",
 		"--policies", "order,fill-and-hold", "--epochs", "2", "--latency", "5", "--jitter", "0", "--json")
 	cmd.Env = append(os.Environ(), "DSMOUNT_BIN="+dsmountBin)
 	done := make(chan struct{})
@@ -53,10 +53,10 @@ func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
 			cmd.Process.Kill()
 			<-done
 		}
-		t.Fatalf("benchjobs ran over 10 minutes:\n%s", out)
+		t.Fatalf("bench jobs ran over 10 minutes:\n%s", out)
 	}
 	if err != nil {
-		t.Fatalf("benchjobs: %v\n%s", err, out)
+		t.Fatalf("bench jobs: %v\n%s", err, out)
 	}
 	var results []struct {
 		Policy  string             `json:"policy"`
@@ -68,7 +68,7 @@ func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
 	for _, line := range strings.Split(string(out), "\n") {
 		if rest, ok := strings.CutPrefix(line, "JSON "); ok {
 			if err := json.Unmarshal([]byte(rest), &results); err != nil {
-				t.Fatalf("benchjobs' JSON: %v: %s", err, rest)
+				t.Fatalf("bench jobs' JSON: %v: %s", err, rest)
 			}
 		}
 	}

@@ -1,23 +1,6 @@
-// Command bench measures dsmount's read path side by side with its
-// references in one run, as ratios (these machines are shared and noisy):
-//
-//   - direct: the same files read from a local directory (page cache dropped,
-//     then warm);
-//   - raw GETs: plain parallel GetObject calls to MinIO, no filesystem (the
-//     backend's own ceiling);
-//   - mount cold: through a fresh dsmount mount of the MinIO bucket;
-//   - mount hot: the same mount again (kernel page cache), and a remount on
-//     the same cache dir (chunks served from the cache files).
-//
-// Each small-file pass reads every file once in a shuffled order with
-// --readers parallel readers; the large file is read once sequentially in
-// 1 MiB reads. Usage: go run ./test/bench [flags]; needs root (FUSE, and
-// drop_caches) and the MinIO binary that test/run.sh installs.
-package main
+package cold
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,47 +10,51 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
+	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
+// Summary is the subcommand's line in bench's --help.
+const Summary = "cold and hot reads: direct, raw GETs, a fresh mount, the same mount, a remount"
+
 type result struct {
-	name        string
-	files       int
-	bytes       int64
-	elapsed     time.Duration
+	name string
+	measure.Pass
 	refName     string
 	gets        int64 // MinIO GETs during the pass (-1: not measured)
 	description string
 }
 
-func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
-func (r result) mbPerSec() float64    { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
-
-func main() {
+// Main runs the benchmark with the command line args (after "cold").
+func Main(args []string) error {
+	fs := cli.NewFlagSet("cold", Summary)
 	var (
-		nFiles    = flag.Int("files", 10000, "number of small files")
-		fileSize  = flag.Int("file-size", 110_000, "size of each small file in bytes")
-		largeMiB  = flag.Int64("large-mib", 256, "size of the large file in MiB (0: none)")
-		readers   = flag.Int("readers", 8, "parallel readers per small-file pass")
-		getsPar   = flag.Int("gets", 64, "GETs in flight for the raw-GET reference")
-		chunkSize = flag.String("chunk-size", "4M", "dsmount --chunk-size")
-		seed      = flag.Int64("seed", 1, "shuffle seed")
-		drop      = flag.Bool("drop-caches", os.Geteuid() == 0, "drop the page cache before cold passes (root)")
+		nFiles    = fs.Int("files", 10000, "number of small files")
+		fileSize  = fs.Int("file-size", 110_000, "size of each small file in bytes")
+		largeMiB  = fs.Int64("large-mib", 256, "size of the large file in MiB (0: none)")
+		readers   = fs.Int("readers", 8, "parallel readers per small-file pass")
+		getsPar   = fs.Int("gets", 64, "GETs in flight for the raw-GET reference")
+		chunkSize = fs.String("chunk-size", "4M", "dsmount --chunk-size")
+		seed      = fs.Int64("seed", 1, "shuffle seed")
+		drop      = fs.Bool("drop-caches", os.Geteuid() == 0, "drop the page cache before cold passes (root)")
 	)
-	flag.Parse()
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
 
 	t := testenv.NewProgramT("dsmount-bench")
 	defer t.Close()
 	work := t.TempDir()
 	src := filepath.Join(work, "src")
-	os.MkdirAll(src, 0o755)
 
-	spec := testenv.DatasetSpec{Seed: 7, SmallFiles: *nFiles, SmallMin: *fileSize, SmallMax: *fileSize, FilesPerDir: 500, MaxDepth: 2}
+	spec := benchenv.SmallFiles(7, *nFiles, *fileSize)
 	if *largeMiB > 0 {
 		spec.LargeFiles = []int64{*largeMiB << 20}
 	}
 	t0 := time.Now()
-	paths := testenv.GenerateDataset(t, src, spec)
+	paths := benchenv.Generate(t, src, spec)
 	var small []string
 	var large string
 	for _, p := range paths {
@@ -113,7 +100,8 @@ func main() {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		results = append(results, result{name: name, files: len(small), bytes: bytes.Load(), elapsed: el, refName: ref, gets: gets() - before, description: desc})
+		results = append(results, result{name: name, Pass: measure.Pass{Files: int64(len(small)), Bytes: bytes.Load(), Elapsed: el},
+			refName: ref, gets: gets() - before, description: desc})
 	}
 	largePass := func(name, root, ref, desc string) {
 		if large == "" {
@@ -126,7 +114,7 @@ func main() {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		results = append(results, result{name: name, files: 1, bytes: n, elapsed: el, refName: ref, gets: gets() - before, description: desc})
+		results = append(results, result{name: name, Pass: measure.Pass{Files: 1, Bytes: n, Elapsed: el}, refName: ref, gets: gets() - before, description: desc})
 	}
 
 	// References: direct local reads, cold and warm.
@@ -165,6 +153,7 @@ func main() {
 	m.Stop()
 
 	report(results, *readers)
+	return nil
 }
 
 func readSequential(path string) (int64, error) {
@@ -192,11 +181,11 @@ func readSequential(path string) (int64, error) {
 // filesystem in the way.
 func rawGets(t *testenv.ProgramT, mc *testenv.MinIO, small []string, par int, seed int64) result {
 	order := testenv.Shuffled(small, seed)
-	n, el, err := testenv.ParallelGets(context.Background(), mc.Client(), "bench", "ds", order, nil, par)
+	p, err := measure.RawGets(mc.Client(), "bench", "ds", order, nil, par)
 	if err != nil {
 		t.Fatalf("raw GETs: %v", err)
 	}
-	return result{name: "raw GETs", files: len(order), bytes: n, elapsed: el, gets: int64(len(order)), description: fmt.Sprintf("%d GetObject in flight, no filesystem", par)}
+	return result{name: "raw GETs", Pass: p, gets: int64(len(order)), description: fmt.Sprintf("%d GetObject in flight, no filesystem", par)}
 }
 
 func report(results []result, readers int) {
@@ -210,18 +199,18 @@ func report(results []result, readers int) {
 		if r.refName != "" {
 			if b, ok := byName[r.refName]; ok {
 				ref = r.refName
-				if r.files > 1 {
-					ratio = fmt.Sprintf("%.2fx", r.filesPerSec()/b.filesPerSec())
+				if r.Files > 1 {
+					ratio = fmt.Sprintf("%.2fx", r.FilesPerSec()/b.FilesPerSec())
 				} else {
-					ratio = fmt.Sprintf("%.2fx", r.mbPerSec()/b.mbPerSec())
+					ratio = fmt.Sprintf("%.2fx", r.MBPerSec()/b.MBPerSec())
 				}
 			}
 		}
-		fps := fmt.Sprintf("%.0f", r.filesPerSec())
-		if r.files == 1 {
+		fps := fmt.Sprintf("%.0f", r.FilesPerSec())
+		if r.Files == 1 {
 			fps = "-"
 		}
-		fmt.Printf("%-44s %10s %10.0f %8d %-22s %8s  %s\n", r.name, fps, r.mbPerSec(), r.gets, ref, ratio, r.description)
+		fmt.Printf("%-44s %10s %10.0f %8d %-22s %8s  %s\n", r.name, fps, r.MBPerSec(), r.gets, ref, ratio, r.description)
 	}
 	fmt.Printf("\nsmall-file passes: %d readers, shuffled; large file: one sequential reader, 1 MiB reads\n", readers)
 }

@@ -1,52 +1,8 @@
-// Command benchhot measures dsmount's hot read path (everything already in
-// the chunk cache, the dataset fits in RAM) side by side with the same
-// reads of the local source directory, in one run, each figure the best of
-// --rounds (these machines are shared and noisy; rounds alternate which
-// side goes first). The mount is `dsmount mount SRC MNT --cache-dir ...
-// --cache-size ... --fast-path=MODE` of a local directory; after `dsmount
-// warm MNT` and one untimed pass through the mount that checks every
-// file's size and CRC-32C against the source (and warms the kernel page
-// cache), it measures:
-//
-//  1. hot epoch: --files files of --file-size bytes, --readers goroutines
-//     taking the next path of one shuffled order from a shared index, each
-//     doing open / read-all / close (testenv.ReadAllInOrder); files/s,
-//     mount vs direct (source page cache warm). Target >= 0.9x.
-//  2. `dd if=FILE of=/dev/null bs=1M` of one --large-mib file, MB/s by dd's
-//     own clock, mount vs direct, both page caches warm. Target >= 0.95x.
-//     Also, for context, the mount with the file's page cache dropped first
-//     (posix_fadvise DONTNEED on a fd of the file through the mount, which
-//     leaves the source's and the daemon's cache file's pages alone), vs
-//     direct warm. The share of the file's pages resident as a fresh
-//     opener sees them (open, mmap, mincore) is reported before each.
-//  3. a real torch DataLoader (python/tests/bench_loader.py, --python):
-//     a Dataset of torch.frombuffer(file bytes), num_workers 4, batch 32,
-//     shuffle; one warm-up epoch then one timed epoch per invocation;
-//     samples/s, mount vs direct. Target >= 0.8x.
-//     3b. context for 3, without torch: one Python process reading every
-//     file whole with open(buffering=-1), open(buffering=0) and
-//     dsmount.read_bytes (python/tests/bench_open.py), files/s, mount vs
-//     direct, and the
-//     daemon's CPU per file (the isatty() ioctl of a buffered open() is a
-//     round trip to it).
-//  4. `ls -lR` of the tree (LC_ALL=C, to /dev/null), wall time, mount vs
-//     direct, after one untimed warm-up each (whose outputs are compared:
-//     names, types, file sizes). Target: mount <= 2x direct.
-//  5. the daemon's CPU seconds (/proc/PID/stat) during the timed mount
-//     epochs of pass 1, per 1,000 files, and its RSS after the passes.
-//
-// After the passes every file is checked through the mount again (CRC-32C).
-// The program exits 0 when a target is missed (it is a measurement) and
-// non-zero on errors (a wrong byte included). Usage: go run ./test/benchhot
-// [flags]; needs root (FUSE). An empty --fast-path (--fast-path=) leaves
-// the flag off the mount command (for a binary without it); --bin runs a
-// prebuilt binary instead of building this checkout's.
-package main
+package hot
 
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log"
 	"os"
@@ -57,8 +13,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
+	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
+
+// Summary is the subcommand's line in bench's --help.
+const Summary = "hot reads of a warmed mount of a local directory against the directory"
 
 type config struct {
 	files, fileSize, readers int
@@ -75,34 +37,38 @@ type config struct {
 	workers, batch           int
 }
 
-func main() {
+// Main runs the benchmark with the command line args (after "hot").
+func Main(args []string) error {
 	var c config
-	flag.IntVar(&c.files, "files", 10000, "number of small files")
-	flag.IntVar(&c.fileSize, "file-size", 110_000, "size of each small file in bytes")
-	flag.IntVar(&c.readers, "readers", 8, "parallel readers in the hot epoch (pass 1)")
-	flag.Int64Var(&c.largeMiB, "large-mib", 256, "size of the large file in MiB (pass 2)")
-	flag.BoolVar(&c.unbuffered, "loader-unbuffered", false, "the DataLoader's dataset opens files with buffering=0 (no isatty() ioctl per open)")
-	flag.BoolVar(&c.readBytes, "loader-read-bytes", false, "the DataLoader's dataset reads files with dsmount.read_bytes (no ioctl, no fstat)")
-	flag.StringVar(&c.fastPath, "fast-path", "auto", "dsmount mount --fast-path=MODE (auto, no-open, passthrough, off); '' leaves the flag off")
-	flag.IntVar(&c.rounds, "rounds", 3, "rounds of every pass; each side's best is kept")
-	flag.BoolVar(&c.skipLoader, "skip-loader", false, "skip pass 3 (torch DataLoader)")
-	flag.BoolVar(&c.skipLS, "skip-ls", false, "skip pass 4 (ls -lR)")
-	flag.BoolVar(&c.skipLarge, "skip-large", false, "skip pass 2 (dd of the large file)")
-	flag.Int64Var(&c.seed, "seed", 1, "shuffle seed")
-	flag.StringVar(&c.cacheSize, "cache-size", "20G", "dsmount mount --cache-size")
-	flag.StringVar(&c.bin, "bin", "", "a dsmount binary to use (default: go build ./cmd/dsmount of this checkout)")
-	flag.StringVar(&c.python, "python", "/usr/bin/python3", "Python with torch, for pass 3")
-	flag.IntVar(&c.workers, "loader-workers", 4, "DataLoader num_workers (pass 3)")
-	flag.IntVar(&c.batch, "loader-batch", 32, "DataLoader batch_size (pass 3)")
-	flag.Parse()
+	fs := cli.NewFlagSet("hot", Summary)
+	fs.IntVar(&c.files, "files", 10000, "number of small files")
+	fs.IntVar(&c.fileSize, "file-size", 110_000, "size of each small file in bytes")
+	fs.IntVar(&c.readers, "readers", 8, "parallel readers in the hot epoch (pass 1)")
+	fs.Int64Var(&c.largeMiB, "large-mib", 256, "size of the large file in MiB (pass 2)")
+	fs.BoolVar(&c.unbuffered, "loader-unbuffered", false, "the DataLoader's dataset opens files with buffering=0 (no isatty() ioctl per open)")
+	fs.BoolVar(&c.readBytes, "loader-read-bytes", false, "the DataLoader's dataset reads files with dsmount.read_bytes (no ioctl, no fstat)")
+	fs.StringVar(&c.fastPath, "fast-path", "auto", "dsmount mount --fast-path=MODE (auto, no-open, passthrough, off); '' leaves the flag off")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds of every pass; each side's best is kept")
+	fs.BoolVar(&c.skipLoader, "skip-loader", false, "skip pass 3 (torch DataLoader)")
+	fs.BoolVar(&c.skipLS, "skip-ls", false, "skip pass 4 (ls -lR)")
+	fs.BoolVar(&c.skipLarge, "skip-large", false, "skip pass 2 (dd of the large file)")
+	fs.Int64Var(&c.seed, "seed", 1, "shuffle seed")
+	fs.StringVar(&c.cacheSize, "cache-size", "20G", "dsmount mount --cache-size")
+	fs.StringVar(&c.bin, "bin", "", "a dsmount binary to use (default: go build ./cmd/dsmount of this checkout)")
+	fs.StringVar(&c.python, "python", "/usr/bin/python3", "Python with torch, for pass 3")
+	fs.IntVar(&c.workers, "loader-workers", 4, "DataLoader num_workers (pass 3)")
+	fs.IntVar(&c.batch, "loader-batch", 32, "DataLoader batch_size (pass 3)")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
 	if c.rounds < 1 {
 		c.rounds = 1
 	}
 	if c.largeMiB <= 0 {
 		c.skipLarge = true
 	}
-	log.SetFlags(log.Ltime)
-	log.SetPrefix("benchhot: ")
+	// Progress lines go to stderr, each after the time.
+	logger := log.New(os.Stderr, "benchhot: ", log.Ltime)
 
 	t := testenv.NewProgramT("dsmount-benchhot")
 	defer t.Close()
@@ -114,10 +80,8 @@ func main() {
 
 	// The dataset.
 	src := filepath.Join(work, "src")
-	os.MkdirAll(src, 0o755)
-	spec := testenv.DatasetSpec{Seed: 11, SmallFiles: c.files, SmallMin: c.fileSize, SmallMax: c.fileSize, FilesPerDir: 500, MaxDepth: 2}
 	t0 := time.Now()
-	paths := testenv.GenerateDataset(t, src, spec)
+	paths := benchenv.Generate(t, src, benchenv.SmallFiles(11, c.files, c.fileSize))
 	small := append([]string(nil), paths...)
 	// The large file is a dataset of its own, on its own mount: the fast
 	// path is chosen per mount from its files' sizes (a dataset of large
@@ -125,12 +89,11 @@ func main() {
 	srcL := filepath.Join(work, "src-large")
 	var large string
 	if !c.skipLarge {
-		os.MkdirAll(srcL, 0o755)
-		lp := testenv.GenerateDataset(t, srcL, testenv.DatasetSpec{Seed: 12, LargeFiles: []int64{c.largeMiB << 20}})
+		lp := benchenv.Generate(t, srcL, testenv.DatasetSpec{Seed: 12, LargeFiles: []int64{c.largeMiB << 20}})
 		large = lp[0]
 	}
 	sort.Strings(small)
-	log.Printf("dataset: %d files of %d B%s in %s, generated in %v", len(small), c.fileSize,
+	logger.Printf("dataset: %d files of %d B%s in %s, generated in %v", len(small), c.fileSize,
 		map[bool]string{true: "", false: fmt.Sprintf(" + %d MiB file", c.largeMiB)}[c.skipLarge], src, time.Since(t0).Round(time.Millisecond))
 
 	// The binary, and whether it knows --fast-path.
@@ -164,7 +127,7 @@ func main() {
 			t.Fatalf("%v", err)
 		}
 	}
-	log.Printf("source checksummed (CRC-32C) in %v", time.Since(t0).Round(time.Millisecond))
+	logger.Printf("source checksummed (CRC-32C) in %v", time.Since(t0).Round(time.Millisecond))
 
 	// The mount.
 	mnt := filepath.Join(work, "mnt")
@@ -181,7 +144,7 @@ func main() {
 	} else if fp := fastPathOf(st, mnt); fp != "" {
 		fastPath = fp
 	}
-	log.Printf("mounted (pid %d): dsmount mount %s %s %s; stats fast_path: %s", pid, src, mnt, strings.Join(mountArgs, " "), fastPath)
+	logger.Printf("mounted (pid %d): dsmount mount %s %s %s; stats fast_path: %s", pid, src, mnt, strings.Join(mountArgs, " "), fastPath)
 
 	// Fill the chunk cache, then one untimed checked pass through the mount
 	// (fills the mount's page cache too).
@@ -189,12 +152,12 @@ func main() {
 	if wr.ExitCode != 0 {
 		t.Fatalf("dsmount warm %s: exit %d\n%s%s", mnt, wr.ExitCode, wr.Stdout, wr.Stderr)
 	}
-	log.Printf("dsmount warm: %v: %s", wr.Duration.Round(time.Millisecond), strings.TrimSpace(wr.Stdout))
+	logger.Printf("dsmount warm: %v: %s", wr.Duration.Round(time.Millisecond), strings.TrimSpace(wr.Stdout))
 	el, err := verifyTree(mnt, small, c.readers, c.seed+1000, sizes, crcs)
 	if err != nil {
 		t.Fatalf("checking the files through the mount: %v", err)
 	}
-	log.Printf("checked %d files through the mount (size and CRC-32C) in %v", len(small), el.Round(time.Millisecond))
+	logger.Printf("checked %d files through the mount (size and CRC-32C) in %v", len(small), el.Round(time.Millisecond))
 	var mntL, largeFastPath string
 	pidL := 0
 	if large != "" {
@@ -211,13 +174,13 @@ func main() {
 			fpL = fastPathOf(st, mntL)
 		}
 		largeFastPath = fpL
-		log.Printf("mounted the large file (pid %d): dsmount mount %s %s %s; stats fast_path: %s", pidL, srcL, mntL, strings.Join(argsL, " "), fpL)
+		logger.Printf("mounted the large file (pid %d): dsmount mount %s %s %s; stats fast_path: %s", pidL, srcL, mntL, strings.Join(argsL, " "), fpL)
 		t0 := time.Now()
 		n, crc, err := testenv.CRCFile(filepath.Join(mntL, large))
 		if err != nil || n != largeSize || crc != largeCRC {
 			t.Fatalf("%s through the mount: %d bytes CRC-32C %08x (err %v); the source: %d bytes %08x", large, n, crc, err, largeSize, largeCRC)
 		}
-		log.Printf("checked %s through the mount (CRC-32C) in %v", large, time.Since(t0).Round(time.Millisecond))
+		logger.Printf("checked %s through the mount (CRC-32C) in %v", large, time.Since(t0).Round(time.Millisecond))
 		// That read filled the cache through the daemon; the next open is the
 		// first passthrough one, and reads the cache file from disk (written
 		// with O_DIRECT). One untimed re-read, checked, warms the page cache
@@ -226,7 +189,7 @@ func main() {
 		if n, crc, err := testenv.CRCFile(filepath.Join(mntL, large)); err != nil || n != largeSize || crc != largeCRC {
 			t.Fatalf("%s re-read through the mount: %d bytes CRC-32C %08x (err %v); the source: %d bytes %08x", large, n, crc, err, largeSize, largeCRC)
 		}
-		log.Printf("re-read %s through the mount (CRC-32C, untimed warm-up) in %v", large, time.Since(t0).Round(time.Millisecond))
+		logger.Printf("re-read %s through the mount (CRC-32C, untimed warm-up) in %v", large, time.Since(t0).Round(time.Millisecond))
 	}
 	stats0, _ := statsJSON(bin, mnt)
 
@@ -259,7 +222,7 @@ func main() {
 			p1.mnt = append(p1.mnt, epoch(mnt, order))
 			cpuPerK = append(cpuPerK, (testenv.ProcCPU(pid)-c0)/float64(len(order))*1000)
 		})
-		log.Printf("pass 1 round %d: direct %.0f files/s, mount %.0f files/s (daemon %.3f CPU-s/1000 files)", r+1, p1.ref[r], p1.mnt[r], cpuPerK[r])
+		logger.Printf("pass 1 round %d: direct %.0f files/s, mount %.0f files/s (daemon %.3f CPU-s/1000 files)", r+1, p1.ref[r], p1.mnt[r], cpuPerK[r])
 	}
 	passes = append(passes, p1)
 
@@ -290,7 +253,7 @@ func main() {
 			}, func() {
 				f, err := residency(mntLarge)
 				if err != nil {
-					log.Printf("residency of %s: %v", mntLarge, err)
+					logger.Printf("residency of %s: %v", mntLarge, err)
 				}
 				resWarm = append(resWarm, f)
 				c0 := testenv.ProcCPU(pid)
@@ -306,7 +269,7 @@ func main() {
 			p2d.mnt = append(p2d.mnt, ddRate(mntLarge))
 			dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
 			p2d.ref = append(p2d.ref, p2.ref[r])
-			log.Printf("pass 2 round %d: direct %.0f MB/s, mount warm %.0f MB/s, mount dropped %.0f MB/s (resident before: src %.0f%%, mount %.0f%%, after DONTNEED %.0f%%)",
+			logger.Printf("pass 2 round %d: direct %.0f MB/s, mount warm %.0f MB/s, mount dropped %.0f MB/s (resident before: src %.0f%%, mount %.0f%%, after DONTNEED %.0f%%)",
 				r+1, p2.ref[r], p2.mnt[r], p2d.mnt[r], 100*resSrc[r], 100*resWarm[r], 100*resDropped[r])
 		}
 		p2.notes = append(p2.notes, fmt.Sprintf("dd's own MB/s; pages resident before dd (open+mmap+mincore): source %s, mount %s",
@@ -316,7 +279,7 @@ func main() {
 		if mean(resDropped) > 0.5 {
 			p2d.notes = append(p2d.notes, "DONTNEED through the mount left the pages resident (passthrough: the kernel reads the cache file, whose page cache a fadvise on the FUSE fd does not touch), so this row is another warm figure")
 		}
-		p2d.notes = append(p2d.notes, fmt.Sprintf("daemon CPU-s per dd (warm, dropped alternating): %s", floatList(dcpu, "%.3f")))
+		p2d.notes = append(p2d.notes, fmt.Sprintf("daemon CPU-s per dd (warm, dropped alternating): %s", measure.Join(dcpu, "%.3f", " ")))
 		passes = append(passes, p2, p2d)
 	}
 
@@ -371,10 +334,10 @@ func main() {
 				p3.mnt = append(p3.mnt, loader(mnt, r))
 				dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
 			})
-			log.Printf("pass 3 round %d: direct %.0f samples/s, mount %.0f samples/s", r+1, p3.ref[r], p3.mnt[r])
+			logger.Printf("pass 3 round %d: direct %.0f samples/s, mount %.0f samples/s", r+1, p3.ref[r], p3.mnt[r])
 		}
 		p3.notes = append(p3.notes, "each: one invocation of python/tests/bench_loader.py, a warm-up epoch then the timed one; item = torch.frombuffer(file bytes), default collate",
-			fmt.Sprintf("daemon CPU-s per invocation (2 epochs): %s", floatList(dcpu, "%.3f")))
+			fmt.Sprintf("daemon CPU-s per invocation (2 epochs): %s", measure.Join(dcpu, "%.3f", " ")))
 		passes = append(passes, p3)
 	}
 
@@ -420,7 +383,7 @@ func main() {
 				})
 			}
 			p.notes = append(p.notes, "each: one invocation of python/tests/bench_open.py (an untimed pass, then a timed one; no torch)",
-				fmt.Sprintf("daemon CPU per file (µs, both passes): %s", floatList(dcpu, "%.1f")))
+				fmt.Sprintf("daemon CPU per file (µs, both passes): %s", measure.Join(dcpu, "%.1f", " ")))
 			passes = append(passes, p)
 		}
 	}
@@ -458,15 +421,15 @@ func main() {
 				p4.mnt = append(p4.mnt, ls(mnt))
 				dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
 			})
-			log.Printf("pass 4 round %d: direct %.3f s, mount %.3f s", r+1, p4.ref[r], p4.mnt[r])
+			logger.Printf("pass 4 round %d: direct %.3f s, mount %.3f s", r+1, p4.ref[r], p4.mnt[r])
 		}
 		devnull.Close()
-		p4.notes = append(p4.notes, fmt.Sprintf("daemon CPU-s per ls: %s", floatList(dcpu, "%.3f")))
+		p4.notes = append(p4.notes, fmt.Sprintf("daemon CPU-s per ls: %s", measure.Join(dcpu, "%.3f", " ")))
 		passes = append(passes, p4)
 	}
 
 	// After the passes: memory, stats, a last check of every byte, logs.
-	rss, hwm := procMem(pid)
+	rss, hwm := benchenv.ProcMem(pid)
 	stats1, err := statsJSON(bin, mnt)
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -478,9 +441,10 @@ func main() {
 	if err != nil {
 		t.Fatalf("final check through the mount: %v", err)
 	}
-	log.Printf("checked %d files through the mount again after the passes in %v", len(small), el.Round(time.Millisecond))
+	logger.Printf("checked %d files through the mount again after the passes in %v", len(small), el.Round(time.Millisecond))
 	logs := m.ProblemLogs()
 	m.Stop()
 
 	report(c, passes, cpuPerK, rss, hwm, fastPath, hasFastPath, stats0, stats1, mnt, logs, bin)
+	return nil
 }

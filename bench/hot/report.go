@@ -1,4 +1,4 @@
-package main
+package hot
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -94,20 +95,13 @@ func firstDiff(a, b []string) string {
 	return ""
 }
 
+// pctList is shares (0 to 1) as percents, space-separated.
 func pctList(v []float64) string {
-	var s []string
-	for _, x := range v {
-		s = append(s, fmt.Sprintf("%.0f%%", 100*x))
+	pct := make([]float64, len(v))
+	for i, x := range v {
+		pct[i] = 100 * x
 	}
-	return strings.Join(s, " ")
-}
-
-func floatList(v []float64, f string) string {
-	var s []string
-	for _, x := range v {
-		s = append(s, fmt.Sprintf(f, x))
-	}
-	return strings.Join(s, " ")
+	return measure.Join(pct, "%.0f%%", " ")
 }
 
 func mean(v []float64) float64 {
@@ -174,7 +168,7 @@ func report(c config, passes []*pass, cpuPerK []float64, rss, hwm int64, fastPat
 	}
 
 	repo, _ := testenv.RepoRoot()
-	args := []string{"go", "run", "./test/benchhot",
+	args := []string{"go", "run", "./bench", "hot",
 		fmt.Sprintf("--files=%d", c.files), fmt.Sprintf("--file-size=%d", c.fileSize), fmt.Sprintf("--readers=%d", c.readers),
 		fmt.Sprintf("--large-mib=%d", c.largeMiB), "--fast-path=" + shellQuote(c.fastPath), fmt.Sprintf("--rounds=%d", c.rounds),
 		fmt.Sprintf("--seed=%d", c.seed), "--cache-size=" + shellQuote(c.cacheSize), "--python=" + shellQuote(c.python),

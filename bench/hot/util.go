@@ -1,4 +1,4 @@
-package main
+package hot
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -34,28 +33,6 @@ func verifyTree(mnt string, paths []string, readers int, seed int64, sizes map[s
 		return nil
 	})
 	return time.Since(start), err
-}
-
-// procMem is pid's VmRSS and VmHWM (peak RSS) in bytes.
-func procMem(pid int) (rss, hwm int64) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1, -1
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb << 10
-		case "VmHWM:":
-			hwm = kb << 10
-		}
-	}
-	return rss, hwm
 }
 
 // residency is the share of path's pages in the page cache as a fresh

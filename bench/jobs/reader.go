@@ -1,4 +1,4 @@
-package main
+package jobs
 
 import (
 	"bufio"
@@ -14,8 +14,12 @@ import (
 	"time"
 )
 
-// A job is a reader process (this program, run as "reader"), alive for all
-// its epochs like a training process. It talks to the parent in lines:
+// readerArg, as the first argument after "jobs", makes this program a
+// job's reader process.
+const readerArg = "reader"
+
+// A job is a reader process (this program, run as "jobs reader"), alive for
+// all its epochs like a training process. It talks to the parent in lines:
 //
 //	parent: epoch E LIST NEXT LOG   child: ready (after declaring E, and the
 //	                                next epoch's order NEXT unless it is -)

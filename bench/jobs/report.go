@@ -1,4 +1,4 @@
-package main
+package jobs
 
 import (
 	"encoding/json"
@@ -7,13 +7,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
 // report prints the table of every configuration run so far.
 func report(c config, e *env, rows []row) {
 	fmt.Printf("\n%d files (%.2f GB), %d workers per job, %d epochs after a warm-up, store +%d ms; %s; declarations: %s, next epoch's declared: %v\n",
-		len(e.paths), float64(e.total)/1e9, c.workers, c.epochs, c.latency, e.cpuNote, c.declare, c.next)
+		len(e.paths), float64(e.total)/1e9, c.workers, c.epochs, c.latency, e.store.CPUNote, c.declare, c.next)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "jobs\tcache\tpage cache\tpolicy\thit rate per epoch\toracle\tfiles/s per job\tdaemon, per job: hit rate, stalled s, prefetched, evicted unread, page-cached unread, refused, evicted needed")
 	for _, r := range rows {
@@ -34,17 +35,9 @@ func report(c config, e *env, rows []row) {
 			js = append(js, fmt.Sprintf("%.2f %.0fs %d %d %d %d %d", j.HitRate, j.StallSeconds, j.Prefetched, j.PrefetchEvicted, j.PrefetchUnseen, j.Refused, j.EvictedInWindow))
 		}
 		fmt.Fprintf(w, "%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", r.jobs, r.fraction, b, r.policy,
-			fmtFloats(r.hit), fmtFloats(r.oracle), strings.Join(rates, ", "), strings.Join(js, "; "))
+			measure.List(r.hit, "%.3f"), measure.List(r.oracle, "%.3f"), strings.Join(rates, ", "), strings.Join(js, "; "))
 	}
 	w.Flush()
-}
-
-func fmtFloats(v []float64) string {
-	s := make([]string, len(v))
-	for i, f := range v {
-		s[i] = fmt.Sprintf("%.3f", f)
-	}
-	return strings.Join(s, ", ")
 }
 
 // Result is one configuration's result in --json output.

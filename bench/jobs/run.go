@@ -1,8 +1,7 @@
-package main
+package jobs
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
+	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -23,10 +24,8 @@ type env struct {
 	t        *testenv.ProgramT
 	work     string
 	bin      string
-	self     string // this program, for the readers
-	mc       *testenv.MinIO
+	store    *benchenv.Store
 	endpoint string // the proxy's
-	cpuNote  string
 	paths    []string
 	sizes    []int64 // by index into paths
 	total    int64
@@ -51,23 +50,12 @@ type row struct {
 
 func setup(t *testenv.ProgramT, c config) *env {
 	e := &env{cfg: c, t: t, work: t.TempDir()}
-	var err error
-	if e.self, err = os.Executable(); err != nil {
-		t.Fatalf("%v", err)
-	}
-	e.mc = testenv.StartMinIO(t)
-	e.mc.CreateBucket(bucket)
-	tp := testenv.StartToxiproxy(t)
-	e.cpuNote = "all processes share all CPUs"
-	if c.isolate {
-		if e.cpuNote, err = testenv.IsolateBackend(e.mc.Pid(), tp.Pid()); err != nil {
-			t.Fatalf("--isolate-backend: %v", err)
-		}
-	}
+	e.store = benchenv.StartStore(t, bucket, c.isolate)
 	src := filepath.Join(e.work, "src")
-	os.MkdirAll(src, 0o755)
-	spec := testenv.DatasetSpec{Seed: 7, SmallFiles: c.files, SmallMin: c.meanSize / 2, SmallMax: c.meanSize * 3 / 2, FilesPerDir: 500, MaxDepth: 2}
-	e.paths = testenv.GenerateDataset(t, src, spec)
+	// Sizes spread around the mean, so that the oracle's sizes matter.
+	spec := benchenv.SmallFiles(7, c.files, c.meanSize)
+	spec.SmallMin, spec.SmallMax = c.meanSize/2, c.meanSize*3/2
+	e.paths = benchenv.Generate(t, src, spec)
 	for _, p := range e.paths {
 		st, err := os.Stat(filepath.Join(src, filepath.FromSlash(p)))
 		if err != nil {
@@ -77,19 +65,14 @@ func setup(t *testenv.ProgramT, c config) *env {
 		e.total += st.Size()
 	}
 	t0 := time.Now()
-	if err := e.mc.UploadDirErr(context.Background(), bucket, "", src, 32); err != nil {
-		t.Fatalf("upload: %v", err)
+	e.store.Upload(t, bucket, "", src, 32)
+	e.endpoint = "http://" + e.store.AddProxy("s3", c.latency, c.jitter)
+	var err error
+	if e.bin, err = benchenv.Dsmount(e.work); err != nil {
+		t.Fatalf("%v", err)
 	}
-	proxy := tp.AddProxy("s3", e.mc.Addr())
-	tp.AddLatency("s3", c.latency, c.jitter)
-	e.endpoint = "http://" + proxy
-	if e.bin = os.Getenv("DSMOUNT_BIN"); e.bin == "" {
-		if e.bin, err = testenv.BuildDsmount(filepath.Join(e.work, "bin")); err != nil {
-			t.Fatalf("build: %v", err)
-		}
-	}
-	logf("dataset: %d files, %.2f GB, uploaded in %v; MinIO behind toxiproxy (+%d ms ± %d); %s",
-		len(e.paths), float64(e.total)/1e9, time.Since(t0).Round(time.Second), c.latency, c.jitter, e.cpuNote)
+	cli.Logf("dataset: %d files, %.2f GB, uploaded in %v; MinIO behind toxiproxy (+%d ms ± %d); %s",
+		len(e.paths), float64(e.total)/1e9, time.Since(t0).Round(time.Second), c.latency, c.jitter, e.store.CPUNote)
 	return e
 }
 
@@ -124,7 +107,7 @@ func (e *env) run(rc runConfig) (r row) {
 	c := e.cfg
 	defer func() {
 		if r.err != "" {
-			logf("%s: %s", rc, r.err)
+			cli.Logf("%s: %s", rc, r.err)
 		}
 	}()
 	dir := filepath.Join(e.work, fmt.Sprintf("run-%d-%g-%v-%s", rc.jobs, rc.fraction, rc.bounded, rc.policy))
@@ -133,7 +116,7 @@ func (e *env) run(rc runConfig) (r row) {
 		os.MkdirAll(d, 0o700)
 	}
 	capacity := int64(float64(e.total) * rc.fraction)
-	user, pass := e.mc.Creds()
+	user, pass := e.store.MinIO.Creds()
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+user, "AWS_SECRET_ACCESS_KEY="+pass, "AWS_REGION="+testenv.MinIORegion, "AWS_EC2_METADATA_DISABLED=true")
 	env = append(env, c.daemonEnv...)
 	args := append([]string{"--cache-dir", cacheDir, "--cache-size", strconv.FormatInt(capacity, 10), "--cache-policy", rc.policy,
@@ -163,7 +146,11 @@ func (e *env) run(rc runConfig) (r row) {
 	jobs := make([]*job, rc.jobs)
 	for i := range jobs {
 		j := &job{name: fmt.Sprintf("job%d", i)}
-		j.cmd = exec.Command(e.self, "reader", "--mp", mp, "--bin", e.bin, "--job", j.name, "--workers", strconv.Itoa(c.workers), "--declare", declare)
+		j.cmd, err = cli.Child("jobs", readerArg, "--mp", mp, "--bin", e.bin, "--job", j.name, "--workers", strconv.Itoa(c.workers), "--declare", declare)
+		if err != nil {
+			r.err = err.Error()
+			return r
+		}
 		j.cmd.Stderr = os.Stderr
 		if j.in, err = j.cmd.StdinPipe(); err == nil {
 			var out io.ReadCloser
@@ -215,7 +202,7 @@ func (e *env) run(rc runConfig) (r row) {
 			}
 		}
 		dropPageCache()
-		g0, _ := e.mc.GetObjectCount()
+		g0 := e.store.Gets()
 		if epoch > 0 {
 			// GETs made between epochs (prefetch of the next epoch's
 			// first items while the jobs wait for each other) count for
@@ -235,7 +222,7 @@ func (e *env) run(rc runConfig) (r row) {
 			s, _ := strconv.ParseFloat(secs, 64)
 			rates[i] = float64(len(e.paths)) / s
 		}
-		g1, _ := e.mc.GetObjectCount()
+		g1 := e.store.Gets()
 		lastGETs = g1
 		epochStart = append(epochStart, len(reads))
 		for i, j := range jobs {
@@ -247,7 +234,7 @@ func (e *env) run(rc runConfig) (r row) {
 			reads = append(reads, rs...)
 		}
 		hit := 1 - float64(g1-g0)/float64(len(jobs)*len(e.paths))
-		logf("%s epoch %d: hit rate %.3f (%d GETs), files/s per job %s", rc, epoch, hit, g1-g0, fmtRates(rates))
+		cli.Logf("%s epoch %d: hit rate %.3f (%d GETs), files/s per job %s", rc, epoch, hit, g1-g0, fmtRates(rates))
 		if epoch > 0 {
 			r.hit = append(r.hit, hit)
 			r.rate = append(r.rate, rates)

@@ -1,4 +1,4 @@
-package main
+package order
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -20,9 +22,6 @@ import (
 type largeRound struct {
 	oneConn, storePar, ddMount, ddLocal result
 }
-
-// linkNote says how the large file's proxy was shaped (set by shapeLargeLink).
-var linkNote string
 
 // shapeLargeLink measures what one connection through the large file's
 // proxy (latency only) gets and, if that is well above --large-conn-mbs,
@@ -32,42 +31,41 @@ var linkNote string
 func shapeLargeLink(e *env, proxy string) {
 	want := e.cfg.largeConnMBs
 	probe := oneConn(e, "probe")
-	logf("large file: one connection through %s (+%d ms, no bandwidth limit): %.1f MB/s", proxy, e.cfg.largeLatency, probe.mbPerSec())
-	if probe.mbPerSec() <= 1.2*want {
-		linkNote = fmt.Sprintf("one connection through the proxy gets %.1f MB/s unshaped (+%d ms): no bandwidth toxic",
-			probe.mbPerSec(), e.cfg.largeLatency)
+	cli.Logf("large file: one connection through %s (+%d ms, no bandwidth limit): %.1f MB/s", proxy, e.cfg.largeLatency, probe.MBPerSec())
+	if probe.MBPerSec() <= 1.2*want {
+		e.linkNote = fmt.Sprintf("one connection through the proxy gets %.1f MB/s unshaped (+%d ms): no bandwidth toxic",
+			probe.MBPerSec(), e.cfg.largeLatency)
 		return
 	}
 	rate := int64(want * 1000) // KB/s
-	e.tp.AddToxic("large", testenv.Toxic{Name: "bandwidth", Type: "bandwidth", Stream: "downstream", Toxicity: 1,
+	e.store.Proxy.AddToxic("large", testenv.Toxic{Name: "bandwidth", Type: "bandwidth", Stream: "downstream", Toxicity: 1,
 		Attributes: map[string]any{"rate": rate}})
 	shaped := oneConn(e, "probe")
-	logf("large file: bandwidth toxic %d KB/s per connection: one connection now gets %.1f MB/s", rate, shaped.mbPerSec())
-	linkNote = fmt.Sprintf("one connection: %.1f MB/s unshaped, %.1f MB/s with a bandwidth toxic of %d KB/s per connection (+%d ms latency)",
-		probe.mbPerSec(), shaped.mbPerSec(), rate, e.cfg.largeLatency)
+	cli.Logf("large file: bandwidth toxic %d KB/s per connection: one connection now gets %.1f MB/s", rate, shaped.MBPerSec())
+	e.linkNote = fmt.Sprintf("one connection: %.1f MB/s unshaped, %.1f MB/s with a bandwidth toxic of %d KB/s per connection (+%d ms latency)",
+		probe.MBPerSec(), shaped.MBPerSec(), rate, e.cfg.largeLatency)
 }
 
 func runLargeRound(e *env, r int) largeRound {
 	var lr largeRound
 	e.recycleMemory()
 	lr.oneConn = oneConn(e, "one connection GET")
-	logf("round %d: one connection %.1f MB/s", r, lr.oneConn.mbPerSec())
+	cli.Logf("round %d: one connection %.1f MB/s", r, lr.oneConn.MBPerSec())
 	lr.storePar = parallelRanges(e, 16)
-	logf("round %d: 16 parallel 4 MiB ranged GETs (no filesystem): %.1f MB/s", r, lr.storePar.mbPerSec())
+	cli.Logf("round %d: 16 parallel 4 MiB ranged GETs (no filesystem): %.1f MB/s", r, lr.storePar.MBPerSec())
 	e.recycleMemory()
 	lr.ddMount = ddMount(e, r)
-	logf("round %d: dd through a cold mount %.1f MB/s, %d GETs", r, lr.ddMount.mbPerSec(), lr.ddMount.gets)
+	cli.Logf("round %d: dd through a cold mount %.1f MB/s, %d GETs", r, lr.ddMount.MBPerSec(), lr.ddMount.GETs)
 	e.recycleMemory()
 	lr.ddLocal = ddLocal(e)
-	logf("round %d: dd from local disk %.1f MB/s", r, lr.ddLocal.mbPerSec())
+	cli.Logf("round %d: dd from local disk %.1f MB/s", r, lr.ddLocal.MBPerSec())
 	return lr
 }
 
 // oneConn is a single GetObject of the whole large object through its
 // proxy: one connection, timed from the request to the last byte.
 func oneConn(e *env, name string) result {
-	g0 := e.gets()
-	c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), e.storeCPU()
+	meter := measure.Start(e.store, measure.Self)
 	start := time.Now()
 	out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
 		Bucket: aws.String(bucket), Key: aws.String("big/" + e.largeRel)})
@@ -78,14 +76,14 @@ func oneConn(e *env, name string) result {
 	n, err := io.CopyBuffer(h, out.Body, make([]byte, 1<<20))
 	out.Body.Close()
 	el := time.Since(start)
-	cpu, self, store := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0, e.storeCPU()-s0
+	usage := meter.Stop()
 	if err != nil {
 		e.t.Fatalf("GetObject big/%s: reading: %v", e.largeRel, err)
 	}
 	if n != e.largeSize || h.Sum32() != e.largeCRC {
 		e.t.Fatalf("GetObject big/%s: %d bytes, CRC-32C %08x; the source has %d, %08x", e.largeRel, n, h.Sum32(), e.largeSize, e.largeCRC)
 	}
-	return result{name: name, files: 1, bytes: n, elapsed: el, gets: e.gets() - g0, cpu: cpu, procCPU: self, storeCPU: store, stall: -1,
+	return result{name: name, Pass: measure.Pass{Files: 1, Bytes: n, Elapsed: el}, Usage: usage, stall: -1,
 		note: "one GetObject of the whole object (no Range), one connection; proc cpu: this program"}
 }
 
@@ -98,12 +96,10 @@ func ddMount(e *env, round int) result {
 	mp := m.Dir()
 	file := filepath.Join(mp, filepath.FromSlash(e.largeRel))
 
-	g0 := e.gets()
-	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), e.storeCPU()
+	meter := measure.Start(e.store, measure.Proc(m.Pid()))
 	smp := startSampler(metricsURL, e.cfg.sampleEvery)
 	n, _, el, err := testenv.DD(file)
-	cpu, dcpu, store := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, e.storeCPU()-s0
-	gets := e.gets() - g0
+	usage := meter.Stop()
 	inFlight := smp.finish()
 	if err != nil {
 		t.Fatalf("dd through the mount: %v", err)
@@ -117,7 +113,7 @@ func ddMount(e *env, round int) result {
 	}
 	e.checkThroughMount(mp, e.largeRel, e.largeCRC)
 	logs := e.stopMount(m, dir)
-	return result{name: "dd, cold mount", files: 1, bytes: n, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs,
+	return result{name: "dd, cold mount", Pass: measure.Pass{Files: 1, Bytes: n, Elapsed: el}, Usage: usage, stall: -1, logs: logs,
 		note: fmt.Sprintf("dd bs=1M, fresh mount+cache, --chunk-size %s; hits %d misses %d, %d chunks fetched; bytes checked after (CRC-32C); %s",
 			e.cfg.chunkSize, st.Mount.Hits, st.Mount.Misses, st.Cache.ChunksFetched, inFlight)}
 }
@@ -135,7 +131,7 @@ func ddLocal(e *env) result {
 	if err != nil || n != e.largeSize {
 		e.t.Fatalf("dd %s: %d bytes, %v", src, n, err)
 	}
-	return result{name: "dd, local disk", files: 1, bytes: n, elapsed: el, gets: 0, cpu: cpu, procCPU: -1, stall: -1,
+	return result{name: "dd, local disk", Pass: measure.Pass{Files: 1, Bytes: n, Elapsed: el}, Usage: measure.Usage{CPU: cpu, ProcCPU: -1}, stall: -1,
 		note: "dd bs=1M of the source file, its page cache dropped (fadvise DONTNEED); context only"}
 }
 
@@ -147,7 +143,7 @@ func parallelRanges(e *env, par int) result {
 	if err != nil {
 		e.t.Fatalf("parallel ranged GETs of big/%s: %v", e.largeRel, err)
 	}
-	r.name, r.files = "store, 16 ranged GETs", 1
+	r.name, r.Files = "store, 16 ranged GETs", 1
 	r.note = fmt.Sprintf("%d ranged GetObject of 4 MiB in flight, no filesystem: what the store gives in parallel; context only; proc cpu: this program", par)
 	return r
 }
@@ -176,8 +172,7 @@ func rangedGets(e *env, gets []rangeGet, par int) (result, error) {
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	g0 := e.gets()
-	c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), e.storeCPU()
+	meter := measure.Start(e.store, measure.Self)
 	start := time.Now()
 	for range par {
 		wg.Add(1)
@@ -207,9 +202,9 @@ func rangedGets(e *env, gets []rangeGet, par int) (result, error) {
 	}
 	wg.Wait()
 	el := time.Since(start)
-	cpu, self, store := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0, e.storeCPU()-s0
+	usage := meter.Stop()
 	if err, _ := failed.Load().(error); err != nil {
 		return result{}, err
 	}
-	return result{bytes: total.Load(), elapsed: el, gets: e.gets() - g0, cpu: cpu, procCPU: self, storeCPU: store, stall: -1}, nil
+	return result{Pass: measure.Pass{Bytes: total.Load(), Elapsed: el}, Usage: usage, stall: -1}, nil
 }

@@ -1,10 +1,10 @@
-package main
+package order
 
 import (
 	"fmt"
 	"runtime"
-	"strings"
 
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -36,63 +36,63 @@ func report(e *env, rounds []roundResult) {
 		}
 		if !c.skipSmall {
 			s := rr.small
-			ref := s.ceiling.filesPerSec()
+			ref := s.ceiling.FilesPerSec()
 			add(s.ceiling, "1.00")
 			passes := []result{s.declared, s.cold, s.stallDeclared, s.stallCold}
 			if c.skipUndeclared {
 				passes = []result{s.declared, s.stallDeclared}
 			}
 			for _, r := range passes {
-				add(r, fmt.Sprintf("%.2f", r.filesPerSec()/ref))
+				add(r, fmt.Sprintf("%.2f", r.FilesPerSec()/ref))
 			}
-			declRatio = append(declRatio, s.declared.filesPerSec()/ref)
+			declRatio = append(declRatio, s.declared.FilesPerSec()/ref)
 			stallDecl = append(stallDecl, s.stallDeclared.stall)
 			if !c.skipUndeclared {
-				coldRatio = append(coldRatio, s.cold.filesPerSec()/ref)
+				coldRatio = append(coldRatio, s.cold.FilesPerSec()/ref)
 				stallCold = append(stallCold, s.stallCold.stall)
 			}
 		}
 		if !c.skipLrg {
 			l := rr.large
-			ref := l.oneConn.mbPerSec()
+			ref := l.oneConn.MBPerSec()
 			add(l.oneConn, "1.00")
-			add(l.storePar, fmt.Sprintf("%.2f", l.storePar.mbPerSec()/ref))
-			add(l.ddMount, fmt.Sprintf("%.2f", l.ddMount.mbPerSec()/ref))
-			add(l.ddLocal, fmt.Sprintf("%.2f", l.ddLocal.mbPerSec()/ref))
-			ddRatio = append(ddRatio, l.ddMount.mbPerSec()/ref)
-			storeParRatio = append(storeParRatio, l.storePar.mbPerSec()/ref)
+			add(l.storePar, fmt.Sprintf("%.2f", l.storePar.MBPerSec()/ref))
+			add(l.ddMount, fmt.Sprintf("%.2f", l.ddMount.MBPerSec()/ref))
+			add(l.ddLocal, fmt.Sprintf("%.2f", l.ddLocal.MBPerSec()/ref))
+			ddRatio = append(ddRatio, l.ddMount.MBPerSec()/ref)
+			storeParRatio = append(storeParRatio, l.storePar.MBPerSec()/ref)
 		}
 		if c.streams > 0 {
 			s := rr.streams
-			ref := s.storePar.mbPerSec()
+			ref := s.storePar.MBPerSec()
 			add(s.storePar, "1.00")
-			add(s.dd, fmt.Sprintf("%.2f", s.dd.mbPerSec()/ref))
-			streamsRatio = append(streamsRatio, s.dd.mbPerSec()/ref)
+			add(s.dd, fmt.Sprintf("%.2f", s.dd.MBPerSec()/ref))
+			streamsRatio = append(streamsRatio, s.dd.MBPerSec()/ref)
 		}
 	}
 
 	fmt.Printf("\n%-24s %7s %8s %8s %9s %8s %7s %6s %9s %8s %9s  %s\n",
 		"pass", "files", "MB", "seconds", "files/s", "MB/s", "GETs", "ratio", "cpu busy", "proc cpu", "store cpu", "what")
 	for _, r := range rows {
-		fps := fmt.Sprintf("%.0f", r.filesPerSec())
-		if r.files == 1 {
+		fps := fmt.Sprintf("%.0f", r.FilesPerSec())
+		if r.Files == 1 {
 			fps = "-"
 		}
 		pcpu := "-"
-		if r.procCPU >= 0 {
-			pcpu = fmt.Sprintf("%.1fs", r.procCPU)
+		if r.ProcCPU >= 0 {
+			pcpu = fmt.Sprintf("%.1fs", r.ProcCPU)
 		}
 		scpu := "-"
-		if r.storeCPU > 0 {
-			scpu = fmt.Sprintf("%.1fs", r.storeCPU)
+		if r.StoreCPU > 0 {
+			scpu = fmt.Sprintf("%.1fs", r.StoreCPU)
 		}
-		fmt.Printf("%-24s %7d %8.1f %8.2f %9s %8.1f %7d %6s %9s %8s %9s  %s\n", r.name, r.files, float64(r.bytes)/1e6,
-			r.elapsed.Seconds(), fps, r.mbPerSec(), r.gets, r.ratio,
-			fmt.Sprintf("%.2f/%d", r.cpu, runtime.NumCPU()), pcpu, scpu, r.note)
+		fmt.Printf("%-24s %7d %8.1f %8.2f %9s %8.1f %7d %6s %9s %8s %9s  %s\n", r.name, r.Files, float64(r.Bytes)/1e6,
+			r.Elapsed.Seconds(), fps, r.MBPerSec(), r.GETs, r.ratio,
+			fmt.Sprintf("%.2f/%d", r.CPU, runtime.NumCPU()), pcpu, scpu, r.note)
 	}
 	fmt.Printf("ratio: small files, files/s vs the ceiling of the same round; large file, MB/s vs one connection of the same round; streams, MB/s vs the store's own GETs over the same files in the same round\n")
 	fmt.Printf("cpu busy: cores busy on the whole machine (MinIO, toxiproxy, dd included); proc cpu: this program (GETs) or the dsmount daemon (mount passes); store cpu: MinIO and toxiproxy\n")
-	fmt.Printf("cpus: %s\n", e.cpuNote)
+	fmt.Printf("cpus: %s\n", e.store.CPUNote)
 	if e.cfg.recycle {
 		fmt.Printf("memory: before every pass %d MiB of fresh memory was touched and freed (untimed; --recycle-memory)\n", e.cfg.recycleMiB)
 	}
@@ -126,7 +126,7 @@ func report(e *env, rounds []roundResult) {
 			float64(rounds[len(rounds)-1].small.work)/1e6, c.demand)
 	}
 	if !c.skipLrg {
-		fmt.Printf("large file: %d MiB; %s\n", c.largeMiB, linkNote)
+		fmt.Printf("large file: %d MiB; %s\n", c.largeMiB, e.linkNote)
 	}
 	if c.streams > 0 {
 		fmt.Printf("streams: %d files of %d MiB through the large file's proxy, one dd each, all at once\n", c.streams, c.streamMiB)
@@ -138,17 +138,17 @@ func report(e *env, rounds []roundResult) {
 		verdict("stall, order declared", pct(stallDecl), "<=", 5, "%.1f%%")
 		if !c.skipUndeclared {
 			fmt.Printf("  context: not declared / ceiling (files/s) %s; stall, not declared %s\n",
-				list(coldRatio, "%.2f"), list(pct(stallCold), "%.1f%%"))
+				measure.List(coldRatio, "%.2f"), measure.List(pct(stallCold), "%.1f%%"))
 		}
 	}
 	if !c.skipLrg {
 		verdict("dd cold mount / one connection (MB/s)", ddRatio, ">=", 4, "%.2f")
-		fmt.Printf("  context: the store's own 16 parallel ranged GETs / one connection %s\n", list(storeParRatio, "%.2f"))
+		fmt.Printf("  context: the store's own 16 parallel ranged GETs / one connection %s\n", measure.List(storeParRatio, "%.2f"))
 	}
 	if c.streams > 0 {
-		fmt.Printf("  streams: %d dd at once / the store's own 16 GETs over the same files (MB/s) %s (no target)\n", c.streams, list(streamsRatio, "%.2f"))
+		fmt.Printf("  streams: %d dd at once / the store's own 16 GETs over the same files (MB/s) %s (no target)\n", c.streams, measure.List(streamsRatio, "%.2f"))
 	}
-	fmt.Printf("\nreproduce: %s\n", reproduce(e.cfg))
+	fmt.Printf("\nreproduce: %s\n", e.reproduce())
 }
 
 func prefetchNote(c config) string {
@@ -172,7 +172,7 @@ func verdict(what string, vals []float64, op string, target float64, format stri
 	}
 	rounds := ""
 	if len(vals) > 1 {
-		rounds = fmt.Sprintf(" (median of %d rounds: %s)", len(vals), list(vals, format))
+		rounds = fmt.Sprintf(" (median of %d rounds: %s)", len(vals), measure.List(vals, format))
 	}
 	fmt.Printf("%-6s %s: "+format+"%s; target %s "+format+"\n", word, what, med, rounds, op, target)
 }
@@ -183,12 +183,4 @@ func pct(v []float64) []float64 {
 		out[i] = 100 * x
 	}
 	return out
-}
-
-func list(v []float64, format string) string {
-	s := make([]string, len(v))
-	for i, x := range v {
-		s[i] = fmt.Sprintf(format, x)
-	}
-	return strings.Join(s, ", ")
 }

@@ -1,8 +1,7 @@
-package main
+package order
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -32,8 +33,8 @@ func runSmallRound(e *env, r int) smallRound {
 	var sr smallRound
 	e.recycleMemory()
 	sr.ceiling = ceiling(e, order)
-	logf("round %d: ceiling %.0f files/s", r, sr.ceiling.filesPerSec())
-	sr.work = time.Duration(float64(c.readers) / (c.demand * sr.ceiling.filesPerSec()) * float64(time.Second))
+	cli.Logf("round %d: ceiling %.0f files/s", r, sr.ceiling.FilesPerSec())
+	sr.work = time.Duration(float64(c.readers) / (c.demand * sr.ceiling.FilesPerSec()) * float64(time.Second))
 
 	e.recycleMemory()
 	sr.declared = epochPass(e, r, "declared", order, true, 0)
@@ -64,15 +65,13 @@ func ceiling(e *env, order []string) result {
 	for i, p := range order {
 		sizes[i] = e.sizes[p]
 	}
-	g0 := e.gets()
-	c0, self0, s0 := testenv.MachineCPU(), testenv.SelfCPU(), e.storeCPU()
-	n, el, err := testenv.ParallelGets(context.Background(), e.smallClient, bucket, "ds", order, sizes, e.cfg.getsPar)
-	cpu, self, store := testenv.MachineCPU().BusySince(c0), testenv.SelfCPU()-self0, e.storeCPU()-s0
+	meter := measure.Start(e.store, measure.Self)
+	p, err := measure.RawGets(e.smallClient, bucket, "ds", order, sizes, e.cfg.getsPar)
+	usage := meter.Stop()
 	if err != nil {
 		e.t.Fatalf("ceiling GETs: %v", err)
 	}
-	return result{name: "ceiling (raw GETs)", files: int64(len(order)), bytes: n, elapsed: el, gets: e.gets() - g0,
-		cpu: cpu, procCPU: self, storeCPU: store, stall: -1,
+	return result{name: "ceiling (raw GETs)", Pass: p, Usage: usage, stall: -1,
 		note: fmt.Sprintf("%d ranged GetObject in flight, no filesystem; proc cpu: this program", e.cfg.getsPar)}
 }
 
@@ -91,9 +90,8 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	m, metricsURL := e.startMount(dir, "s3://"+bucket+"/ds", e.smallEndpoint)
 	mp := m.Dir()
 
-	g0 := e.gets()
 	smp := startSampler(metricsURL, c.sampleEvery)
-	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), e.storeCPU()
+	meter := measure.Start(e.store, measure.Proc(m.Pid()))
 	start := time.Now()
 	var declTime time.Duration
 	if declare {
@@ -118,8 +116,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	if c.slowLog {
 		printSlowReads(fmt.Sprintf("round %d: %s", round, name), rs)
 	}
-	cpu, dcpu, store := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, e.storeCPU()-s0
-	gets := e.gets() - g0
+	usage := meter.Stop()
 	inFlight := smp.finish()
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -133,7 +130,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	}
 	logs := e.stopMount(m, dir)
 
-	res := result{name: name, files: rs.files, bytes: rs.bytes, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs}
+	res := result{name: name, Pass: measure.Pass{Files: rs.files, Bytes: rs.bytes, Elapsed: el}, Usage: usage, stall: -1, logs: logs}
 	notes := []string{fmt.Sprintf("%d readers", c.readers)}
 	if declare {
 		notes = append(notes, fmt.Sprintf("order declared (%.2fs, timed)", declTime.Seconds()))
@@ -159,7 +156,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 		notes = append(notes, inFlight)
 	}
 	res.note = strings.Join(notes, "; ")
-	logf("round %d: %s: %.0f files/s in %.2fs, %d GETs", round, name, res.filesPerSec(), el.Seconds(), gets)
+	cli.Logf("round %d: %s: %.0f files/s in %.2fs, %d GETs", round, name, res.FilesPerSec(), el.Seconds(), usage.GETs)
 	return res
 }
 

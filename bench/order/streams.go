@@ -1,12 +1,13 @@
-package main
+package order
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -48,20 +49,18 @@ func setupStreams(e *env) {
 		e.streamFiles = append(e.streamFiles, streamFile{rel: p, size: n, crc: crc})
 	}
 	t0 := time.Now()
-	if err := e.mc.UploadDirErr(context.Background(), bucket, "streams", src, 4); err != nil {
-		t.Fatalf("upload: %v", err)
-	}
-	logf("streams: %d files of %d MiB, uploaded in %v", c.streams, c.streamMiB, since(t0))
+	e.store.Upload(t, bucket, "streams", src, 4)
+	cli.Logf("streams: %d files of %d MiB, uploaded in %v", c.streams, c.streamMiB, cli.Since(t0))
 }
 
 func runStreamsRound(e *env, r int) streamsRound {
 	var sr streamsRound
 	e.recycleMemory()
 	sr.storePar = streamsStorePar(e, 16)
-	logf("round %d: streams: the store's own 16 ranged GETs over the %d files: %.1f MB/s", r, len(e.streamFiles), sr.storePar.mbPerSec())
+	cli.Logf("round %d: streams: the store's own 16 ranged GETs over the %d files: %.1f MB/s", r, len(e.streamFiles), sr.storePar.MBPerSec())
 	e.recycleMemory()
 	sr.dd = streamsDD(e, r)
-	logf("round %d: streams: %d dd at once through a cold mount: %.1f MB/s in all, %d GETs", r, len(e.streamFiles), sr.dd.mbPerSec(), sr.dd.gets)
+	cli.Logf("round %d: streams: %d dd at once through a cold mount: %.1f MB/s in all, %d GETs", r, len(e.streamFiles), sr.dd.MBPerSec(), sr.dd.GETs)
 	return sr
 }
 
@@ -76,7 +75,7 @@ func streamsStorePar(e *env, par int) result {
 	if err != nil {
 		e.t.Fatalf("parallel ranged GETs of the streams files: %v", err)
 	}
-	r.name, r.files = "streams: store, 16 GETs", int64(len(e.streamFiles))
+	r.name, r.Files = "streams: store, 16 GETs", int64(len(e.streamFiles))
 	r.note = fmt.Sprintf("%d ranged GetObject of 4 MiB in flight over the %d files, no filesystem: the reference; proc cpu: this program", par, len(e.streamFiles))
 	return r
 }
@@ -89,8 +88,7 @@ func streamsDD(e *env, round int) result {
 	m, metricsURL := e.startMount(dir, "s3://"+bucket+"/streams", e.largeEndpoint)
 	mp := m.Dir()
 
-	g0 := e.gets()
-	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), e.storeCPU()
+	meter := measure.Start(e.store, measure.Proc(m.Pid()))
 	smp := startSampler(metricsURL, e.cfg.sampleEvery)
 	var wg sync.WaitGroup
 	got := make([]int64, len(e.streamFiles))
@@ -105,8 +103,7 @@ func streamsDD(e *env, round int) result {
 	}
 	wg.Wait()
 	el := time.Since(start)
-	cpu, dcpu, store := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, e.storeCPU()-s0
-	gets := e.gets() - g0
+	usage := meter.Stop()
 	inFlight := smp.finish()
 	var total int64
 	for i, f := range e.streamFiles {
@@ -126,8 +123,8 @@ func streamsDD(e *env, round int) result {
 		e.checkThroughMount(mp, f.rel, f.crc)
 	}
 	logs := e.stopMount(m, dir)
-	return result{name: fmt.Sprintf("streams: %d dd at once", len(e.streamFiles)), files: int64(len(e.streamFiles)), bytes: total, elapsed: el,
-		gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs,
+	return result{name: fmt.Sprintf("streams: %d dd at once", len(e.streamFiles)), Pass: measure.Pass{Files: int64(len(e.streamFiles)), Bytes: total, Elapsed: el},
+		Usage: usage, stall: -1, logs: logs,
 		note: fmt.Sprintf("one dd bs=1M per file, all at once, fresh mount+cache; %d chunks fetched, %d pushed out of staging unread; bytes checked after (CRC-32C); %s",
 			st.Cache.ChunksFetched, st.Cache.StagedPushedOut, inFlight)}
 }

@@ -1,4 +1,4 @@
-package main
+package order
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -48,7 +50,7 @@ type tailResult struct {
 
 // extraGets is the share of GETs beyond one per file.
 func (r tailResult) extraGets() float64 {
-	return float64(r.gets-r.files) / float64(r.files)
+	return float64(r.GETs-r.Files) / float64(r.Files)
 }
 
 func runTailRound(e *env, r int, work time.Duration) []tailPair {
@@ -98,11 +100,10 @@ func tailPass(e *env, round int, what string, order []string, declare bool, work
 	m, _ := e.startMount(dir, "s3://"+bucket+"/ds", e.smallEndpoint)
 	mp := m.Dir()
 	if pct > 0 {
-		e.tp.AddToxic("small", testenv.Toxic{Name: "stall", Type: "timeout", Stream: "downstream", Toxicity: pct / 100,
+		e.store.Proxy.AddToxic("small", testenv.Toxic{Name: "stall", Type: "timeout", Stream: "downstream", Toxicity: pct / 100,
 			Attributes: map[string]any{"timeout": 0}})
 	}
-	g0 := e.gets()
-	c0, d0, s0 := testenv.MachineCPU(), testenv.ProcCPU(m.Pid()), e.storeCPU()
+	meter := measure.Start(e.store, measure.Proc(m.Pid()))
 	start := time.Now()
 	var rs readStats
 	var err error
@@ -122,10 +123,9 @@ func tailPass(e *env, round int, what string, order []string, declare bool, work
 		rs, err = readEpoch(e, mp, order, c.readers, work)
 	}
 	el := time.Since(start)
-	cpu, dcpu, store := testenv.MachineCPU().BusySince(c0), testenv.ProcCPU(m.Pid())-d0, e.storeCPU()-s0
-	gets := e.gets() - g0
+	usage := meter.Stop()
 	if pct > 0 {
-		e.tp.RemoveToxic("small", "stall")
+		e.store.Proxy.RemoveToxic("small", "stall")
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -141,7 +141,7 @@ func tailPass(e *env, round int, what string, order []string, declare bool, work
 		}
 	}
 	logs := e.stopMount(m, dir)
-	res := tailResult{result: result{name: name, files: rs.files, bytes: rs.bytes, elapsed: el, gets: gets, cpu: cpu, procCPU: dcpu, storeCPU: store, stall: -1, logs: logs}}
+	res := tailResult{result: result{name: name, Pass: measure.Pass{Files: rs.files, Bytes: rs.bytes, Elapsed: el}, Usage: usage, stall: -1, logs: logs}}
 	if len(rs.lat) > 0 {
 		res.maxRead = slices.Max(rs.lat)
 		res.p99Read = time.Duration(percentiles(rs.lat, 99)[0] * 1e6)
@@ -155,8 +155,8 @@ func tailPass(e *env, round int, what string, order []string, declare bool, work
 	b := res.backend
 	res.note = fmt.Sprintf("GETs %d hedged %d (won %d) no-answer %d body-stalled %d retries %d; answer p99 %.0fms timeout %.0fms hedge after %.0fms",
 		b.Gets, b.Hedges, b.HedgesWon, b.FirstByteTimeouts, b.BodyTimeouts, b.Retries, b.FirstByteP99Millis, b.TimeoutMillis, b.HedgeMillis)
-	logf("round %d: %s: %.0f files/s in %.2fs, max read %v, %d GETs (%s)", round, name, res.filesPerSec(), el.Seconds(),
-		res.maxRead.Round(time.Millisecond), gets, res.note)
+	cli.Logf("round %d: %s: %.0f files/s in %.2fs, max read %v, %d GETs (%s)", round, name, res.FilesPerSec(), el.Seconds(),
+		res.maxRead.Round(time.Millisecond), usage.GETs, res.note)
 	return res
 }
 
@@ -188,18 +188,18 @@ func reportTail(e *env, rounds [][]tailPair) {
 				if r.maxRead > 0 {
 					maxRead, p99 = fmt.Sprintf("%.0fms", ms(r.maxRead)), fmt.Sprintf("%.0fms", ms(r.p99Read))
 				}
-				fmt.Printf("%-36s %8.2f %9.0f %9s %9s %7d %6.1f%% %9s  %s\n", fmt.Sprintf("%s #%d", r.name, i+1), r.elapsed.Seconds(), r.filesPerSec(),
-					maxRead, p99, r.gets, 100*r.extraGets(), stalled, r.note)
+				fmt.Printf("%-36s %8.2f %9.0f %9s %9s %7d %6.1f%% %9s  %s\n", fmt.Sprintf("%s #%d", r.name, i+1), r.Elapsed.Seconds(), r.FilesPerSec(),
+					maxRead, p99, r.GETs, 100*r.extraGets(), stalled, r.note)
 			}
 			extra = append(extra, 100*p.healthy.extraGets())
 			switch p.what {
 			case "cold, not declared":
-				coldRatio = append(coldRatio, p.faulty.filesPerSec()/p.healthy.filesPerSec())
+				coldRatio = append(coldRatio, p.faulty.FilesPerSec()/p.healthy.FilesPerSec())
 				coldMax = append(coldMax, p.faulty.maxRead.Seconds())
 			case "stall, declared":
 				stallRatio = append(stallRatio, p.faulty.stallSec/max(p.healthy.stallSec, 1e-3))
 			case "warm":
-				fmt.Printf("  warm, %g%% stalled / healthy (time): %.2f (no target)\n", p.pct, p.faulty.elapsed.Seconds()/p.healthy.elapsed.Seconds())
+				fmt.Printf("  warm, %g%% stalled / healthy (time): %.2f (no target)\n", p.pct, p.faulty.Elapsed.Seconds()/p.healthy.Elapsed.Seconds())
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package order
 
 import (
 	"fmt"
@@ -7,29 +7,20 @@ import (
 	"sort"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
 // result is one pass.
 type result struct {
-	name    string
-	files   int64
-	bytes   int64
-	elapsed time.Duration
-	gets    int64   // MinIO GetObject requests during the pass
-	cpu     float64 // cores busy on the whole machine during the pass
-	procCPU float64 // CPU seconds of the process doing the work (this program, or the daemon); -1: none
-	// storeCPU is the CPU seconds MinIO and toxiproxy spent during the
-	// pass: what the same GETs cost the store, pass by pass.
-	storeCPU float64
-	stall    float64 // stall passes: (epoch - work) / epoch; else -1
-	work     time.Duration
-	note     string
-	logs     []string // the daemon's WARN/ERROR (and non-JSON) stderr lines
+	name string
+	measure.Pass
+	measure.Usage
+	stall float64 // stall passes: (epoch - work) / epoch; else -1
+	work  time.Duration
+	note  string
+	logs  []string // the daemon's WARN/ERROR (and non-JSON) stderr lines
 }
-
-func (r result) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
-func (r result) mbPerSec() float64    { return float64(r.bytes) / 1e6 / r.elapsed.Seconds() }
 
 // sampler scrapes a daemon's dsmount_fetches_in_flight every interval while
 // a pass runs: how many backend fetches the daemon actually keeps going.
@@ -111,7 +102,7 @@ func (e *env) startMount(dir, source, endpoint string) (*testenv.Mount, string) 
 	if e.cfg.profileDir != "" {
 		extraEnv = append(extraEnv, "DSMOUNT_CPUPROFILE="+filepath.Join(e.cfg.profileDir, filepath.Base(dir)+".pprof"))
 	}
-	m := testenv.StartMount(e.t, testenv.MountConfig{Bin: e.bin, Source: source, Mountpoint: mp, Env: e.mc.Env(extraEnv...), Args: args})
+	m := testenv.StartMount(e.t, testenv.MountConfig{Bin: e.bin, Source: source, Mountpoint: mp, Env: e.store.MinIO.Env(extraEnv...), Args: args})
 	return m, url
 }
 

@@ -1,49 +1,9 @@
-// Command benchpipeline runs the experiment dsmount is meant to make
-// unnecessary advice for: a real PyTorch image pipeline (torchvision
-// ImageFolder, JPEG decode, RandomResizedCrop(224), ToTensor, batches of
-// 64) over a Caltech-256-like image folder in S3, read by 1 to 7 loader
-// workers, cold and hot, on the local copy, through dsmount with and
-// without the sampler declaring its orders, through rclone's mount with
-// its full VFS cache and through s3fs with its cache; then an epoch series
-// with a cache of half the dataset.
-//
-//	go run ./test/benchpipeline [--isolate-backend] [--images 6000] [--workers 1,2,4,7]
-//	    [--systems local,declared,undeclared,rclone,s3fs] [--series-epochs 4] [--series-workers 4]
-//	    [--plot docs/pipeline.png] [--json docs/pipeline.json]
-//
-// The images are real JPEGs (python/tests/gen_images.py: 256 classes,
-// 100-600 px a side, tens to hundreds of KB), uploaded to MinIO behind
-// toxiproxy adding --latency ms to every answer; every mount reads the
-// bucket through that proxy. Each system runs, per worker count, one
-// python/tests/bench_pipeline.py invocation of two epochs: the first cold
-// (the page cache dropped; for a mount a fresh cache and mount), the
-// second hot. The reference of every ratio is the local copy's rate from
-// the same run; the store's ceiling (its own parallel GETs of every image)
-// is measured in the same run.
-//
-// The series (series.go) runs --series-epochs epochs, one invocation each,
-// with --series-workers workers on one mount per system whose cache holds
-// half the images' bytes, the pipeline in a memory cgroup (what it needs
-// and a quarter of the images) whose page cache is emptied between
-// epochs; per epoch it reports images/s and the hit rate, 1 - (bytes MinIO
-// sent during the epoch / the images' bytes).
-//
-// The tables go to stdout; the results as JSON to --json, and a plot of
-// them (python/tests/plot_pipeline.py) to --plot, both relative to the
-// repository root unless absolute ("" skips either).
-//
-// Needs root (FUSE, drop_caches, cgroups), Debian's python3-torch,
-// python3-torchvision, python3-pil, python3-matplotlib, rclone and s3fs
-// (installed with apt-get if missing), and the MinIO and toxiproxy
-// binaries test/run.sh installs.
-package main
+package pipeline
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,8 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
+	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
+
+// Summary is the subcommand's line in bench's --help.
+const Summary = "a PyTorch image pipeline on dsmount, rclone and s3fs against the local copy"
 
 const python = "/usr/bin/python3"
 
@@ -70,7 +35,7 @@ type config struct {
 
 func parseFlags(args []string) (config, error) {
 	c := config{}
-	fs := flag.NewFlagSet("benchpipeline", flag.ContinueOnError)
+	fs := cli.NewFlagSet("pipeline", Summary)
 	fs.IntVar(&c.images, "images", 6000, "images in the generated folder")
 	fs.IntVar(&c.classes, "classes", 256, "class directories")
 	fs.IntVar(&c.latency, "latency", 20, "ms the proxy adds to every answer")
@@ -87,7 +52,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.seriesWorkers, "series-workers", 4, "DataLoader num_workers of the half-cache series")
 	fs.StringVar(&c.plot, "plot", "docs/pipeline.png", `PNG plot of the results, relative to the repository root ("": none)`)
 	fs.StringVar(&c.json, "json", "docs/pipeline.json", `the results as JSON, relative to the repository root ("": none)`)
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -171,11 +136,11 @@ type epochs struct {
 
 func (e epochs) rate(i int) float64 { return float64(e.Epochs[i].Images) / e.Epochs[i].Seconds }
 
-func main() {
-	cfg, err := parseFlags(os.Args[1:])
+// Main runs the benchmark with the command line args (after "pipeline").
+func Main(args []string) error {
+	cfg, err := parseFlags(args)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchpipeline:", err)
-		os.Exit(2)
+		return cli.Refused(err)
 	}
 	t := testenv.NewProgramT("dsmount-benchpipeline")
 	defer t.Close()
@@ -200,38 +165,29 @@ func main() {
 		t.Fatalf("gen_images.py: %v: %q", err, out)
 	}
 	b.images, b.bytes = gen.Images, gen.Bytes
-	logf("images: %d JPEGs, %.1f MB (mean %.0f KB), in %d classes, made in %v", gen.Images, float64(gen.Bytes)/1e6,
+	cli.Logf("images: %d JPEGs, %.1f MB (mean %.0f KB), in %d classes, made in %v", gen.Images, float64(gen.Bytes)/1e6,
 		float64(gen.Bytes)/float64(gen.Images)/1e3, cfg.classes, time.Since(t0).Round(time.Second))
 
-	b.mc = testenv.StartMinIO(t)
-	b.mc.CreateBucket("bench")
-	if err := b.mc.UploadDirErr(context.Background(), "bench", "caltech", b.src, 32); err != nil {
-		t.Fatalf("upload: %v", err)
-	}
-	tp := testenv.StartToxiproxy(t)
-	b.proxy = tp.AddProxy("minio", b.mc.Addr())
-	tp.AddLatency("minio", cfg.latency, cfg.jitter)
-	cpuNote := "all processes share all CPUs"
-	if cfg.isolate {
-		if cpuNote, err = testenv.IsolateBackend(b.mc.Pid(), tp.Pid()); err != nil {
-			t.Fatalf("--isolate-backend: %v", err)
-		}
-	}
-	logf("store: MinIO behind toxiproxy (+%d ms ± %d); %s", cfg.latency, cfg.jitter, cpuNote)
+	store := benchenv.StartStore(t, "bench", cfg.isolate)
+	b.mc = store.MinIO
+	store.Upload(t, "bench", "caltech", b.src, 32)
+	b.proxy = store.AddProxy("minio", cfg.latency, cfg.jitter)
+	cpuNote := store.CPUNote
+	cli.Logf("store: MinIO behind toxiproxy (+%d ms ± %d); %s", cfg.latency, cfg.jitter, cpuNote)
 	if b.bin, err = testenv.BuildDsmount(filepath.Join(b.work, "bin")); err != nil {
 		t.Fatalf("build: %v", err)
 	}
 
-	res := &results{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Command: commandLine(), Images: gen.Images, Bytes: gen.Bytes,
+	res := &results{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Command: commandLine(args), Images: gen.Images, Bytes: gen.Bytes,
 		Classes: cfg.classes, Batch: cfg.batch, Latency: cfg.latency, Jitter: cfg.jitter, CPUs: cpuNote, Workers: cfg.workers}
-	res.Ceiling = storeCeiling(t, b.mc, "http://"+b.proxy, b.src)
-	logf("store ceiling: %.0f images/s (64 GETs in flight)", res.Ceiling)
+	res.Ceiling = storeCeiling(t, store.Client("http://"+b.proxy), b.src)
+	cli.Logf("store ceiling: %.0f images/s (64 GETs in flight)", res.Ceiling)
 
 	for _, w := range cfg.workers {
 		for _, sys := range cfg.systems {
 			e := b.coldHot(sys, w)
 			res.Table = append(res.Table, tableRow{System: sys, Workers: w, Cold: e.rate(0), Hot: e.rate(1)})
-			logf("%s, %d workers: cold %.0f images/s, hot %.0f", sys, w, e.rate(0), e.rate(1))
+			cli.Logf("%s, %d workers: cold %.0f images/s, hot %.0f", sys, w, e.rate(0), e.rate(1))
 		}
 	}
 	if cfg.seriesEpochs > 0 && slices.ContainsFunc(cfg.systems, inSeries) {
@@ -241,6 +197,7 @@ func main() {
 	if err := writeOutputs(repo, b.work, cfg, res); err != nil {
 		t.Fatalf("%v", err)
 	}
+	return nil
 }
 
 // coldHot runs two epochs of the pipeline with workers on a fresh mount
@@ -249,7 +206,7 @@ func main() {
 func (b *bench) coldHot(sys string, workers int) epochs {
 	m := b.mount(sys, 0)
 	if m.pid != 0 && b.cfg.isolate && workers == b.cfg.workers[0] {
-		logf("%s: daemon pid %d may run on CPUs %s", sys, m.pid, cpusOf(m.pid))
+		cli.Logf("%s: daemon pid %d may run on CPUs %s", sys, m.pid, cpusOf(m.pid))
 	}
 	if err := testenv.DropCaches(); err != nil {
 		b.t.Fatalf("%v", err)
@@ -267,7 +224,7 @@ func (b *bench) coldHot(sys string, workers int) epochs {
 		b.t.Fatalf("bench_pipeline.py over %s: %v: %q", m.dir, err, out)
 	}
 	if m.note != nil {
-		logf("%s, %d workers: %s", sys, workers, m.note())
+		cli.Logf("%s, %d workers: %s", sys, workers, m.note())
 	}
 	if err := m.stop(); err != nil {
 		b.t.Fatalf("%s: %v", sys, err)
@@ -275,16 +232,17 @@ func (b *bench) coldHot(sys string, workers int) epochs {
 	return e
 }
 
-// commandLine is how this program was run, for the report.
-func commandLine() string {
-	args := []string{"go", "run", "./test/benchpipeline"}
-	for _, a := range os.Args[1:] {
+// commandLine is how this program was run (args: its flags), for the
+// report.
+func commandLine(args []string) string {
+	words := []string{"go", "run", "./bench", "pipeline"}
+	for _, a := range args {
 		if a == "" || strings.ContainsAny(a, " \t'\"$") {
 			a = strconv.Quote(a) // an empty --plot "" must survive a copy and paste
 		}
-		args = append(args, a)
+		words = append(words, a)
 	}
-	return strings.Join(args, " ")
+	return strings.Join(words, " ")
 }
 
 // runPy runs python/tests/<script> with the checkout's python/ package on
@@ -311,8 +269,4 @@ func runPy(cg *testenv.MemCgroup, repo, script string, args ...string) ([]byte, 
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }

@@ -1,18 +1,21 @@
-package main
+package pipeline
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"path/filepath"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
-// storeCeiling is the store's own rate for these images through the
-// proxy: every image fetched once, 64 GETs in flight, by this process.
-func storeCeiling(t *testenv.ProgramT, mc *testenv.MinIO, endpoint, src string) float64 {
+// storeCeiling is the store's own rate for these images through client
+// (the proxy): every image fetched once, 64 GETs in flight, by this
+// process.
+func storeCeiling(t *testenv.ProgramT, client *s3.Client, src string) float64 {
 	var names []string
 	var sizes []int64
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
@@ -30,12 +33,11 @@ func storeCeiling(t *testenv.ProgramT, mc *testenv.MinIO, endpoint, src string) 
 	if err != nil {
 		t.Fatalf("listing the images: %v", err)
 	}
-	user, pass := mc.Creds()
-	_, took, err := testenv.ParallelGets(context.Background(), testenv.NewS3Client(endpoint, user, pass), "bench", "caltech", names, sizes, 64)
+	p, err := measure.RawGets(client, "bench", "caltech", names, sizes, 64)
 	if err != nil {
 		t.Fatalf("store ceiling: %v", err)
 	}
-	return float64(len(names)) / took.Seconds()
+	return p.FilesPerSec()
 }
 
 // report prints the markdown tables: per worker count and system, the

@@ -1,10 +1,12 @@
-package main
+package pipeline
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/dsmount/dsmount/bench/internal/cli"
 )
 
 // results is everything one run measured, as --json writes it and
@@ -62,7 +64,7 @@ func writeOutputs(repo, tmp string, cfg config, r *results) error {
 		if err := os.WriteFile(jsonPath, data, 0o644); err != nil {
 			return fmt.Errorf("--json: %w", err)
 		}
-		logf("results written to %s", jsonPath)
+		cli.Logf("results written to %s", jsonPath)
 	}
 	if plotPath == "" {
 		return nil
@@ -77,6 +79,6 @@ func writeOutputs(repo, tmp string, cfg config, r *results) error {
 	if _, err := runPy(nil, repo, "plot_pipeline.py", "--in", in, "--out", plotPath); err != nil {
 		return fmt.Errorf("--plot: %w", err)
 	}
-	logf("plot written to %s", plotPath)
+	cli.Logf("plot written to %s", plotPath)
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -85,7 +86,7 @@ func (b *bench) series() *seriesResult {
 	res := &seriesResult{Workers: c.seriesWorkers, Epochs: c.seriesEpochs, CacheBytes: b.bytes / 2}
 	res.AnonPeak, res.MappedPeak = b.pipelineNeed()
 	res.MemLimit = res.AnonPeak + res.MappedPeak + b.bytes/4
-	logf("series: caches of %.1f MB (half the images); the pipeline's anonymous memory peaked at %.0f MB and its mapped files at %.0f MB, so its cgroup's limit is %.0f MB (those and a quarter of the images)",
+	cli.Logf("series: caches of %.1f MB (half the images); the pipeline's anonymous memory peaked at %.0f MB and its mapped files at %.0f MB, so its cgroup's limit is %.0f MB (those and a quarter of the images)",
 		float64(res.CacheBytes)/1e6, float64(res.AnonPeak)/1e6, float64(res.MappedPeak)/1e6, float64(res.MemLimit)/1e6)
 	for _, sys := range c.systems {
 		if inSeries(sys) {
@@ -180,7 +181,7 @@ func (b *bench) seriesOn(sys string, sr *seriesResult) seriesRun {
 		}
 		left, _ := cg.Stats()
 		run.Epochs = append(run.Epochs, ep)
-		logf("series, %s, epoch %d: %.0f images/s, %.1f MB from the store in %d GETs, hit rate %s%s; the pipeline's anonymous memory peaked at %.0f MB, its page cache %.0f MB at the end (%.1f MB after emptying); invocation %.1f s",
+		cli.Logf("series, %s, epoch %d: %.0f images/s, %.1f MB from the store in %d GETs, hit rate %s%s; the pipeline's anonymous memory peaked at %.0f MB, its page cache %.0f MB at the end (%.1f MB after emptying); invocation %.1f s",
 			sys, e+1, ep.Rate, float64(ep.StoreBytes)/1e6, ep.StoreGETs, fmtHit(ep.HitRate), ownNote(ep.OwnHitRate), float64(anonPeak)/1e6,
 			float64(ep.PageCache)/1e6, float64(left.File)/1e6, wall.Seconds())
 	}
@@ -192,7 +193,7 @@ func (b *bench) seriesOn(sys string, sr *seriesResult) seriesRun {
 	}
 	if m.note != nil {
 		run.Note = m.note()
-		logf("series, %s: %s", sys, run.Note)
+		cli.Logf("series, %s: %s", sys, run.Note)
 	}
 	if err := m.stop(); err != nil {
 		b.t.Fatalf("%s: %v", sys, err)

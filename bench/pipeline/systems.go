@@ -1,4 +1,4 @@
-package main
+package pipeline
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -105,7 +106,7 @@ func (b *bench) mountDsmount(mp, cacheDir string, cacheBytes int64) *mount {
 		stats: func() *dsmStats {
 			s, err := testenv.StatsErr(b.bin, mp)
 			if err != nil {
-				logf("dsmount stats: %v", err)
+				cli.Logf("dsmount stats: %v", err)
 				return nil
 			}
 			return &dsmStats{fromCache: s.Mount.BytesFromCache, fromBackend: s.Mount.BytesFromBackend}
@@ -241,7 +242,7 @@ func ensureTools(cfg config) error {
 	if len(pkgs) == 0 {
 		return nil
 	}
-	logf("installing %s with apt-get", strings.Join(pkgs, ", "))
+	cli.Logf("installing %s with apt-get", strings.Join(pkgs, ", "))
 	for _, args := range [][]string{{"update", "-q"}, append([]string{"install", "-y", "-q"}, pkgs...)} {
 		cmd := exec.Command("apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")

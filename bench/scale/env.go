@@ -1,13 +1,11 @@
-package main
+package scale
 
 import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -18,6 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
+	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -39,6 +39,7 @@ type env struct {
 	rows     []row
 	notes    []string
 	started  time.Time
+	args     []string // the command line, for the report
 }
 
 func setup(t *benchT, c config, en *ending) *env {
@@ -49,7 +50,7 @@ func setup(t *benchT, c config, en *ending) *env {
 			t.Fatalf("work dir: %v", err)
 		}
 		e.work = d
-		logf("work dir (kept): %s", d)
+		cli.Logf("work dir (kept): %s", d)
 	} else {
 		e.work = t.TempDir()
 	}
@@ -69,7 +70,7 @@ func setup(t *benchT, c config, en *ending) *env {
 	if e.keys, err = testenv.NewGenS3Keys(c.objects, c.dirs); err != nil {
 		t.Fatalf("%v", err)
 	}
-	logf("key table: %d keys in %v", e.keys.Len(), time.Since(t0).Round(time.Millisecond))
+	cli.Logf("key table: %d keys in %v", e.keys.Len(), time.Since(t0).Round(time.Millisecond))
 	serverPid := e.startServer()
 	tp := testenv.StartToxiproxy(t)
 	e.endpoint = "http://" + tp.AddProxy("s3", e.server)
@@ -81,18 +82,16 @@ func setup(t *benchT, c config, en *ending) *env {
 		}
 		e.cpuNote = fmt.Sprintf("the S3 server and toxiproxy pinned to CPU 0; this program, the daemon and every command to CPUs 1-%d", runtime.NumCPU()-1)
 	}
-	if e.bin = os.Getenv("DSMOUNT_BIN"); e.bin == "" {
-		t0 := time.Now()
-		err := en.guard(func() (err error) {
-			e.bin, err = testenv.BuildDsmount(filepath.Join(e.work, "bin"))
-			return err
-		})
-		if err != nil {
-			t.Fatalf("build: %v", err)
-		}
-		logf("built dsmount in %v", time.Since(t0).Round(time.Second))
+	t0 = time.Now()
+	err = en.guard(func() (err error) {
+		e.bin, err = benchenv.Dsmount(e.work)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
-	logf("store: %d objects of %d bytes in %d dirs at %s, behind toxiproxy (+%d ms ± %d) at %s; %s",
+	cli.Logf("dsmount %s, ready in %v", e.bin, time.Since(t0).Round(time.Second))
+	cli.Logf("store: %d objects of %d bytes in %d dirs at %s, behind toxiproxy (+%d ms ± %d) at %s; %s",
 		c.objects, c.size, c.dirs, e.server, c.latency, c.jitter, e.endpoint, e.cpuNote)
 	return e
 }
@@ -100,13 +99,12 @@ func setup(t *benchT, c config, en *ending) *env {
 // startServer runs this program's serve-s3 in a child process (so it can
 // have a CPU of its own) and returns its pid.
 func (e *env) startServer() int {
-	self, err := os.Executable()
+	c := e.cfg
+	cmd, err := cli.Child("scale", serveArg, "--objects", strconv.Itoa(c.objects), "--dirs", strconv.Itoa(c.dirs),
+		"--size", strconv.FormatInt(c.size, 10), "--bucket", bucket)
 	if err != nil {
 		e.t.Fatalf("%v", err)
 	}
-	c := e.cfg
-	cmd := exec.Command(self, "serve-s3", "--objects", strconv.Itoa(c.objects), "--dirs", strconv.Itoa(c.dirs),
-		"--size", strconv.FormatInt(c.size, 10), "--bucket", bucket)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -211,46 +209,6 @@ func (e *env) makeLocalDir(c int) error {
 		unix.Close(fd)
 	}
 	return nil
-}
-
-// procMem is pid's VmRSS and VmHWM (peak RSS) in bytes, -1 if unknown.
-func procMem(pid int) (rss, hwm int64) {
-	rss, hwm = -1, -1
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return rss, hwm
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb << 10
-		case "VmHWM:":
-			hwm = kb << 10
-		}
-	}
-	return rss, hwm
-}
-
-// diskUsage is what du reports for dir: allocated blocks, not sizes.
-func diskUsage(dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err != nil {
-			return err
-		}
-		total += st.Blocks * 512
-		return nil
-	})
-	return total, err
 }
 
 // machine describes this machine for the report's header.

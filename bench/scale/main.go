@@ -1,49 +1,7 @@
-// Command benchscale measures dsmount at ImageNet's scale (issue 23): a
-// store of --objects objects (default 1,281,167) of --size bytes in
-// ImageNet's layout (train/nXXXXXXXX/nXXXXXXXX_J.JPEG, --dirs class
-// directories), each figure beside a reference measured in the same run
-// and the issue's target:
-//
-//	a. the store's own listing rate: a bare aws-sdk-go-v2 client listing
-//	   the bucket in sequential pages of 1000, and walking it with
-//	   delimiter "/" with --parallel workers (the reference of b);
-//	b. first mount (the listing) and the daemon's RSS after it;
-//	c. `find MNT -type f | wc -l` after dropping the kernel's caches,
-//	   against the same on a local tree of empty files; RSS after;
-//	d. `ls -l` of one class directory, first (cold) and the median of 5
-//	   repeats, against the local tree;
-//	e. declaring a shuffled order of every path: `dsmount order` and the
-//	   Python OrderedSampler (time inside Python and of the process); RSS;
-//	f. `dsmount warm` of the first --subset of the directories, then a cold
-//	   epoch over a different --subset of the files by --readers
-//	   goroutines, every byte checked; RSS and the store's GET count;
-//	g. `dsmount warm --check` of the whole tree;
-//	h. the cache index's size on disk, then a remount on the same cache
-//	   (with --warm-all, after warming every object: the start-up with
-//	   over a million chunk records).
-//
-// The store is an in-process S3 server that generates each object's bytes
-// from its key (testenv.GenS3), run as a child process of this program
-// (`benchscale serve-s3`) behind toxiproxy adding --latency ms to every
-// answer. With --isolate-backend, the server and toxiproxy run on CPU 0 and
-// everything else (this program, the daemon, the commands) on the others.
-//
-// Usage (root: FUSE and drop_caches; the toxiproxy binary test/run.sh
-// installs):
-//
-//	go run ./test/benchscale --isolate-backend --out report.md
-//
-// It prints progress lines to stderr and the markdown report to stdout
-// (and --out). A full run takes about 8 minutes here, and --warm-all about
-// 8 more (a million GETs at +20 ms, 64 at a time). DSMOUNT_BIN runs a
-// prebuilt dsmount instead of building this checkout's; --skip leaves
-// steps out (order-py-next, the second Python declaration, is the slowest
-// of e).
-package main
+package scale
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -52,10 +10,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
+// Summary is the subcommand's line in bench's --help.
+const Summary = "ImageNet scale (1.28M objects): mount, find, ls, orders, warm, remount"
+
 const bucket = "imagenet"
+
+// serveArg, as the first argument after "scale", makes this program the
+// store's process.
+const serveArg = "serve-s3"
 
 type config struct {
 	objects, dirs    int
@@ -76,22 +42,22 @@ type config struct {
 // steps are the names --skip takes.
 var steps = []string{"ref-seq", "ref-par", "find", "ls", "order-cli", "order-py", "order-py-next", "warm", "epoch", "check", "remount"}
 
-func main() {
-	if len(os.Args) > 1 && os.Args[1] == "serve-s3" {
-		os.Exit(serveMain(os.Args[2:]))
+// Main runs the benchmark with the command line args (after "scale"). It
+// ends the program (ending.exit) rather than return, but for a command
+// line it refuses.
+func Main(args []string) error {
+	if len(args) > 0 && args[0] == serveArg {
+		return cli.ExitCode(serveMain(args[1:]))
 	}
-	c, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
+	c, err := parseFlags(args)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "benchscale: %v\n", err)
-		os.Exit(2)
+		return cli.Refused(err)
 	}
 	pt := testenv.NewProgramT("dsmount-benchscale")
 	en := newEnding(pt)
 	t := &benchT{ProgramT: pt, en: en}
 	e := setup(t, c, en)
+	e.args = args
 	e.run()
 	text := e.report()
 	fmt.Print(text)
@@ -101,11 +67,12 @@ func main() {
 		}
 	}
 	en.exit(0)
+	return nil // not reached: exit never returns
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("benchscale", flag.ContinueOnError)
+	fs := cli.NewFlagSet("scale", Summary)
 	fs.IntVar(&c.objects, "objects", 1281167, "objects in the store")
 	fs.IntVar(&c.dirs, "dirs", 1000, "class directories the objects are spread over")
 	fs.Int64Var(&c.size, "size", 1024, "bytes per object")
@@ -121,11 +88,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.mountTimeout, "mount-timeout", 10*time.Minute, "longest wait for a mount to be ready")
 	fs.DurationVar(&c.stepTimeout, "step-timeout", 30*time.Minute, "longest a dsmount command (order, warm) may run")
 	skip := fs.String("skip", "", "comma-separated steps to leave out: "+strings.Join(steps, ", "))
-	fs.Func("mount-arg", "one more argument for every dsmount mount (repeatable)", func(v string) error {
-		c.mountArgs = append(c.mountArgs, v)
-		return nil
-	})
-	if err := fs.Parse(args); err != nil {
+	cli.MountArgs(fs, &c.mountArgs, "one more argument for every dsmount mount (repeatable)")
+	if err := cli.Parse(fs, args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -192,8 +156,4 @@ func serveMain(args []string) int {
 	<-sig
 	g.Close()
 	return 0
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }

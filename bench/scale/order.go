@@ -1,4 +1,4 @@
-package main
+package scale
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -115,8 +116,8 @@ func (e *env) writeLists() (sorted, shuffled string, err error) {
 
 // e. Declaring a shuffled order of every path: CLI, then Python.
 func (e *env) orders(c *carried) {
-	cli, py, pyNext := !e.skipped("order-cli"), !e.skipped("order-py"), !e.skipped("order-py-next")
-	if !cli && !py && !pyNext {
+	viaCLI, py, pyNext := !e.skipped("order-cli"), !e.skipped("order-py"), !e.skipped("order-py-next")
+	if !viaCLI && !py && !pyNext {
 		return
 	}
 	n := e.keys.Len()
@@ -129,9 +130,9 @@ func (e *env) orders(c *carried) {
 		e.fail("e. declare an order", err)
 		return
 	}
-	if cli {
+	if viaCLI {
 		step := fmt.Sprintf("e. `dsmount order` of %d shuffled paths (CLI)", n)
-		logf("e: %s", step)
+		cli.Logf("e: %s", step)
 		g0, _ := e.counters()
 		r := testenv.RunCLI(e.bin, nil, e.cfg.stepTimeout, "order", e.mnt, "--job", "bench-cli", "--epoch", "0", shuffled, "--json")
 		g1, _ := e.counters()
@@ -142,7 +143,7 @@ func (e *env) orders(c *carried) {
 			c.jobs = append(c.jobs, "bench-cli")
 			e.rows = append(e.rows, declaredRow(step, r.Duration, res.Declared, res.Skipped, n, 0,
 				fmt.Sprintf("; %d GETs at the store meanwhile (prefetch)", g1.Gets-g0.Gets)))
-			logf("order (CLI): %d declared in %v", res.Declared, r.Duration)
+			cli.Logf("order (CLI): %d declared in %v", res.Declared, r.Duration)
 		}
 		e.rows = append(e.rows, e.rssRow("e. daemon RSS after mount + find + one declared order (CLI)", "300"))
 	}
@@ -180,7 +181,7 @@ func declaredRow(step string, d time.Duration, declared, skipped, n int, bound t
 
 // pyDeclare runs pySampler as a job and adds its rows.
 func (e *env) pyDeclare(c *carried, sorted, job string, next bool, step string, bound time.Duration) {
-	logf("e: %s", step)
+	cli.Logf("e: %s", step)
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		e.fail(step, err)
@@ -229,7 +230,7 @@ func (e *env) pyDeclare(c *carried, sorted, job string, next bool, step string, 
 		}
 		e.rows = append(e.rows, r)
 	}
-	logf("%s: %+v, process %v", job, res, total)
+	cli.Logf("%s: %+v, process %v", job, res, total)
 	e.rows = append(e.rows, e.rssRow(fmt.Sprintf("e. daemon RSS after job %s's declaration (%d jobs declared)", job, len(c.jobs)), ""))
 }
 
@@ -237,7 +238,7 @@ func (e *env) pyDeclare(c *carried, sorted, job string, next bool, step string, 
 func (e *env) remount(c *carried) {
 	if e.cfg.warmAll {
 		const step = "h. `dsmount warm MNT` of every object (--warm-all)"
-		logf("%s", step)
+		cli.Logf("%s", step)
 		r := testenv.RunCLI(e.bin, nil, e.cfg.stepTimeout, "warm", "--json", e.mnt)
 		var rep testenv.WarmReport
 		if err := cliJSON(r, &rep); err != nil {
@@ -251,14 +252,14 @@ func (e *env) remount(c *carried) {
 		}
 	}
 	e.problemLogs("first mount")
-	logf("h: stopping the mount")
+	cli.Logf("h: stopping the mount")
 	t0 := time.Now()
 	if err := e.m.StopErr(); err != nil {
 		e.t.Fatalf("stopping the mount: %v", err)
 	}
 	e.rows = append(e.rows, row{step: "h. graceful stop (SIGTERM to exit)", figure: fmtDur(time.Since(t0))})
-	idx, err1 := diskUsage(filepath.Join(e.cacheDir, "index"))
-	all, err2 := diskUsage(e.cacheDir)
+	idx, err1 := testenv.DirUsage(filepath.Join(e.cacheDir, "index"))
+	all, err2 := testenv.DirUsage(e.cacheDir)
 	if err1 != nil || err2 != nil {
 		e.notes = append(e.notes, fmt.Sprintf("du of the cache: %v %v", err1, err2))
 	}
@@ -271,7 +272,7 @@ func (e *env) remount(c *carried) {
 	if e.skipped("remount") {
 		return
 	}
-	logf("h: remount")
+	cli.Logf("h: remount")
 	d, err := e.mount()
 	if err != nil {
 		e.fail("h. remount on the same cache", err)
@@ -290,7 +291,7 @@ func (e *env) remount(c *carried) {
 		r.figure, r.result = fmt.Sprintf("not measured: %s records (%s)", records, why), "n/a"
 	}
 	e.rows = append(e.rows, r, e.rssRow("h. daemon RSS after the remount", ""))
-	logf("remounted in %v", d)
+	cli.Logf("remounted in %v", d)
 	// The cache counts its records in the background once the mount is
 	// up; stats waits for that count.
 	t0 = time.Now()

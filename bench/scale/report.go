@@ -1,8 +1,7 @@
-package main
+package scale
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 )
@@ -84,7 +83,7 @@ func (e *env) report() string {
 	fmt.Fprintf(&b, "- Machine: %s\n", machine())
 	fmt.Fprintf(&b, "- CPUs: %s\n", e.cpuNote)
 	fmt.Fprintf(&b, "- Store: generated S3 server (testenv.GenS3) in its own process, behind toxiproxy adding %d ms (± %d) to every answer\n", c.latency, c.jitter)
-	fmt.Fprintf(&b, "- Command: `go run ./test/benchscale %s`\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(&b, "- Command: `go run ./bench scale %s`\n\n", strings.Join(e.args, " "))
 	b.WriteString(table(e.rows))
 	passes, misses := 0, 0
 	for _, r := range e.rows {

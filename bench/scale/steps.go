@@ -1,4 +1,4 @@
-package main
+package scale
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
+	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -46,7 +48,7 @@ func (e *env) skipped(step string) bool {
 		return true
 	}
 	if e.cfg.skip[step] {
-		logf("%s: skipped (--skip)", step)
+		cli.Logf("%s: skipped (--skip)", step)
 		return true
 	}
 	return false
@@ -58,7 +60,7 @@ func (e *env) refListing(c *carried) {
 	ctx := context.Background()
 	n := int64(e.keys.Len())
 	if !e.skipped("ref-seq") {
-		logf("a (i): sequential listing")
+		cli.Logf("a (i): sequential listing")
 		t0, cpu0 := time.Now(), testenv.SelfCPU()
 		keys, pages, err := listFlat(ctx, client)
 		d := time.Since(t0)
@@ -66,7 +68,7 @@ func (e *env) refListing(c *carried) {
 			fmt.Sprintf("%d pages, %.0f keys/s, client CPU %.1f s", pages, float64(keys)/d.Seconds(), testenv.SelfCPU()-cpu0))
 	}
 	if !e.skipped("ref-par") {
-		logf("a (ii): tree walk with delimiter, %d workers", e.cfg.parallel)
+		cli.Logf("a (ii): tree walk with delimiter, %d workers", e.cfg.parallel)
 		t0, cpu0 := time.Now(), testenv.SelfCPU()
 		keys, reqs, err := walkTree(ctx, client, e.cfg.parallel)
 		d := time.Since(t0)
@@ -89,12 +91,12 @@ func (e *env) addTime(step string, d time.Duration, err error, got, want int64, 
 	if got != want {
 		r.result = fmt.Sprintf("WRONG: %d entries, want %d", got, want)
 	}
-	logf("%s: %s", step, r.figure)
+	cli.Logf("%s: %s", step, r.figure)
 	e.rows = append(e.rows, r)
 }
 
 func (e *env) fail(step string, err error) {
-	logf("%s: %v", step, err)
+	cli.Logf("%s: %v", step, err)
 	e.rows = append(e.rows, row{step: step, figure: "error", result: "ERROR: " + firstLine(err.Error())})
 }
 
@@ -179,7 +181,7 @@ func walkTree(ctx context.Context, c *s3.Client, par int) (keys, requests int64,
 
 // b. The first mount: the whole listing.
 func (e *env) firstMount(c *carried) {
-	logf("b: first mount")
+	cli.Logf("b: first mount")
 	d, err := e.mount()
 	if err != nil {
 		e.t.Fatalf("first mount: %v", err)
@@ -192,7 +194,7 @@ func (e *env) firstMount(c *carried) {
 	}
 	r.result = passMiss(ok)
 	e.rows = append(e.rows, r)
-	logf("mounted in %v", d.Round(time.Millisecond))
+	cli.Logf("mounted in %v", d.Round(time.Millisecond))
 	e.rows = append(e.rows, e.rssRow("b. daemon RSS after mount", ""))
 	if st, err := testenv.StatsErr(e.bin, e.mnt); err != nil {
 		e.notes = append(e.notes, "stats after the first mount: "+firstLine(err.Error()))
@@ -205,14 +207,14 @@ func (e *env) firstMount(c *carried) {
 // CPU time so far; target is "" or a bound in MB.
 func (e *env) rssRow(step, target string) row {
 	pid := e.m.Pid()
-	rss, hwm := procMem(pid)
+	rss, hwm := benchenv.ProcMem(pid)
 	r := row{step: step, figure: fmt.Sprintf("%s (peak %s; daemon CPU so far %.1f s)", fmtMB(rss), fmtMB(hwm), testenv.ProcCPU(pid))}
 	if target != "" {
 		bound, _ := strconv.ParseFloat(target, 64)
 		r.target = "≤ " + target + " MB"
 		r.result = passMiss(rss >= 0 && float64(rss) <= bound*1e6)
 	}
-	logf("%s: %s", step, r.figure)
+	cli.Logf("%s: %s", step, r.figure)
 	return r
 }
 
@@ -247,7 +249,7 @@ func (e *env) ensureLocal(c *carried) error {
 	if c.localMade {
 		return nil
 	}
-	logf("creating the local tree of %d empty files", e.keys.Len())
+	cli.Logf("creating the local tree of %d empty files", e.keys.Len())
 	d, err := e.makeLocalTree()
 	if err != nil {
 		return err
@@ -255,7 +257,7 @@ func (e *env) ensureLocal(c *carried) error {
 	c.localMade = true
 	e.notes = append(e.notes, fmt.Sprintf("The local reference tree (%d empty files under %s) took %s to create (not counted).",
 		e.keys.Len(), filepath.Base(e.local), fmtDur(d)))
-	logf("local tree made in %v", d.Round(time.Millisecond))
+	cli.Logf("local tree made in %v", d.Round(time.Millisecond))
 	return nil
 }
 
@@ -265,13 +267,13 @@ func (e *env) find(c *carried) {
 		return
 	}
 	const step = "c. `find MNT -type f | wc -l` after drop_caches"
-	logf("c: find through the mount")
+	cli.Logf("c: find through the mount")
 	n, d, err := countFiles(e.mnt)
 	if err != nil {
 		e.fail(step, err)
 		return
 	}
-	logf("find: %d files in %v", n, d.Round(time.Millisecond))
+	cli.Logf("find: %d files in %v", n, d.Round(time.Millisecond))
 	r := row{step: step, figure: fmt.Sprintf("%s (%d files)", fmtDur(d), n), target: "≤ 3× local"}
 	rss := e.rssRow("c. daemon RSS after find", "")
 	if err := e.ensureLocal(c); err != nil {
@@ -304,7 +306,7 @@ func (e *env) ls(c *carried) {
 		e.fail(step, err)
 		return
 	}
-	logf("d: ls -l %s", dir)
+	cli.Logf("d: ls -l %s", dir)
 	t, err := timeLs(filepath.Join(e.mnt, dir), filepath.Join(e.local, dir), hi-lo)
 	if err != nil {
 		e.fail(step, err)
@@ -319,7 +321,7 @@ func (e *env) ls(c *carried) {
 		e.notes = append(e.notes, fmt.Sprintf("The `ls -l` directory %s is one the `find` of step c had visited (the kernel's caches were dropped since).", dir))
 	}
 	e.notes = append(e.notes, fmt.Sprintf("`ls -l` after drop_caches, each round: mount %s, local %s.", fmtDurs(t.mntColds), fmtDurs(t.localColds)))
-	logf("ls -l: mount %v / %v, local %v / %v", t.mntCold, t.mntWarm, t.localCold, t.localWarm)
+	cli.Logf("ls -l: mount %v / %v, local %v / %v", t.mntCold, t.mntWarm, t.localCold, t.localWarm)
 }
 
 // lsRounds is how many times each `ls -l` is timed: one sample of a cold
@@ -407,7 +409,7 @@ func (e *env) warmAndEpoch(c *carried) {
 			args = append(args, filepath.Join(e.mnt, e.keys.DirPrefix(d)))
 		}
 		step := fmt.Sprintf("f. `dsmount warm` of %d dirs (%d files)", w, warmedHi)
-		logf("f: %s", step)
+		cli.Logf("f: %s", step)
 		g0, _ := e.counters()
 		r := testenv.RunCLI(e.bin, nil, e.cfg.stepTimeout, args...)
 		g1, _ := e.counters()
@@ -417,7 +419,7 @@ func (e *env) warmAndEpoch(c *carried) {
 		} else {
 			e.rows = append(e.rows, row{step: step, figure: fmt.Sprintf("%s (%.0f files/s, %d chunks fetched, %d GETs at the store)",
 				fmtDur(r.Duration), float64(rep.Files)/r.Duration.Seconds(), rep.ChunksFetched, g1.Gets-g0.Gets)})
-			logf("warm: %+v in %v", rep, r.Duration)
+			cli.Logf("warm: %+v in %v", rep, r.Duration)
 		}
 		e.rows = append(e.rows, e.rssRow("f. daemon RSS after the warm", ""))
 	}
@@ -436,7 +438,7 @@ func (e *env) warmAndEpoch(c *carried) {
 		perm[i] += warmedHi
 	}
 	step := fmt.Sprintf("f. cold epoch: %d other files, %d readers, every byte checked", n, e.cfg.readers)
-	logf("f: %s", step)
+	cli.Logf("f: %s", step)
 	if err := testenv.DropCaches(); err != nil {
 		e.fail(step, err)
 		return
@@ -451,7 +453,7 @@ func (e *env) warmAndEpoch(c *carried) {
 	} else {
 		e.rows = append(e.rows, row{step: step, figure: fmt.Sprintf("%s (%.0f files/s, %d GETs at the store)",
 			fmtDur(d), float64(n)/d.Seconds(), g1.Gets-g0.Gets)})
-		logf("epoch: %d files in %v", n, d)
+		cli.Logf("epoch: %d files in %v", n, d)
 	}
 	e.rows = append(e.rows, e.rssRow("f. daemon RSS after the cold epoch", ""))
 }
@@ -510,7 +512,7 @@ func (e *env) check(c *carried) {
 		return
 	}
 	const step = "g. `dsmount warm --check MNT` (whole tree)"
-	logf("g: warm --check")
+	cli.Logf("g: warm --check")
 	r := testenv.RunCLI(e.bin, nil, e.cfg.stepTimeout, "warm", "--check", "--json", e.mnt)
 	var wc testenv.WarmCheck
 	if err := cliJSON(r, &wc); err != nil {
@@ -530,7 +532,7 @@ func (e *env) check(c *carried) {
 	if e.cfg.size <= 4<<20 { // the default chunk size: one chunk per object
 		c.cachedChunks = wc.FilesCached
 	}
-	logf("check: %+v in %v", wc, r.Duration)
+	cli.Logf("check: %+v in %v", wc, r.Duration)
 }
 
 func firstLine(s string) string {

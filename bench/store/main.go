@@ -1,37 +1,11 @@
-// Command benchstore measures what the benchmarks' local store (MinIO
-// behind toxiproxy) costs in CPU per GET, depending on how its client asks,
-// with no filesystem involved. On a 2-core machine the store shares the
-// cores with dsmount, so every CPU second it spends is one the client
-// can't have; this tells the store's share apart from the client's.
-//
-// Each round runs, over the same --files small files in a shuffled order:
-//
-//   - sdk: ranged GetObject calls through the AWS SDK, --gets in flight
-//     (benchorder's ceiling);
-//   - raw: the same GETs through dsmount's S3 backend (its ReadAt, which
-//     signs plain HTTP requests and sends If-Match), --gets in flight, flat
-//     out;
-//   - raw, paced: the same, but started at --pace times raw's rate of the
-//     same round, as a loader consuming at that rate would ask (at most
-//     --gets in flight);
-//   - raw, busy client: raw with one goroutine spinning beside it, a
-//     client that keeps one core busy.
-//
-// For each it reports files/s, and MinIO's and toxiproxy's user and system
-// CPU seconds, per 10,000 GETs and against sdk's of the same round. Usage:
-// go run ./test/benchstore [flags]; needs the MinIO and toxiproxy binaries
-// that test/run.sh installs.
-package main
+package store
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +14,14 @@ import (
 
 	"github.com/dsmount/dsmount/backend"
 	s3backend "github.com/dsmount/dsmount/backend/s3"
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
+	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
+
+// Summary is the subcommand's line in bench's --help.
+const Summary = "what the store (MinIO behind toxiproxy) costs in CPU per GET, by how it is asked"
 
 const bucket = "bench"
 
@@ -53,8 +33,8 @@ type config struct {
 // env is the store and the dataset every pass reads.
 type env struct {
 	cfg    config
-	mc     *testenv.MinIO
-	tp     *testenv.Toxiproxy
+	t      *testenv.ProgramT
+	store  *benchenv.Store
 	paths  []string
 	objs   []backend.Object // paths' objects, in the same order
 	sizes  []int64          // paths' sizes, for the SDK loop's ranges
@@ -72,19 +52,22 @@ type pass struct {
 func (p pass) filesPerSec(n int) float64 { return float64(n) / p.elapsed.Seconds() }
 func (p pass) store() float64            { return p.minio[0] + p.minio[1] + p.toxi[0] + p.toxi[1] }
 
-func main() {
+// Main runs the benchmark with the command line args (after "store").
+func Main(args []string) error {
 	var c config
-	flag.IntVar(&c.files, "files", 10000, "number of small files")
-	flag.IntVar(&c.fileSize, "file-size", 110_000, "size of each file in bytes")
-	flag.IntVar(&c.gets, "gets", 64, "GETs in flight")
-	flag.IntVar(&c.rounds, "rounds", 3, "rounds of all passes")
-	flag.IntVar(&c.latency, "latency", 20, "ms toxiproxy adds to every answer")
-	flag.IntVar(&c.jitter, "jitter", 5, "± ms of jitter on that latency")
-	flag.Float64Var(&c.pace, "pace", 0.6, "the paced pass's rate, as a fraction of raw's rate in the same round")
-	flag.Parse()
+	fs := cli.NewFlagSet("store", Summary)
+	fs.IntVar(&c.files, "files", 10000, "number of small files")
+	fs.IntVar(&c.fileSize, "file-size", 110_000, "size of each file in bytes")
+	fs.IntVar(&c.gets, "gets", 64, "GETs in flight")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds of all passes")
+	fs.IntVar(&c.latency, "latency", 20, "ms toxiproxy adds to every answer")
+	fs.IntVar(&c.jitter, "jitter", 5, "± ms of jitter on that latency")
+	fs.Float64Var(&c.pace, "pace", 0.6, "the paced pass's rate, as a fraction of raw's rate in the same round")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
 	if c.files < 1 || c.fileSize < 1 || c.gets < 1 || c.rounds < 1 || c.pace <= 0 || c.pace > 1 {
-		fmt.Fprintln(os.Stderr, "benchstore: --files, --file-size, --gets and --rounds must be positive and --pace in (0, 1]")
-		os.Exit(2)
+		return cli.Usagef("--files, --file-size, --gets and --rounds must be positive and --pace in (0, 1]")
 	}
 	t := testenv.NewProgramT("dsmount-benchstore")
 	defer t.Close()
@@ -95,12 +78,12 @@ func main() {
 	for r := 1; r <= c.rounds; r++ {
 		order := rand.New(rand.NewPCG(uint64(r), 7)).Perm(len(e.paths))
 		var ps []pass
-		ps = append(ps, e.measure("sdk", func() error { return e.sdkGets(order) }))
-		raw := e.measure("raw", func() error { return e.rawGets(order, 0) })
+		ps = append(ps, e.timed("sdk", func() error { return e.sdkGets(order) }))
+		raw := e.timed("raw", func() error { return e.rawGets(order, 0) })
 		ps = append(ps, raw)
 		rate := c.pace * raw.filesPerSec(len(order))
-		ps = append(ps, e.measure(fmt.Sprintf("raw, paced %.1f", c.pace), func() error { return e.rawGets(order, rate) }))
-		ps = append(ps, e.measure("raw, busy client", func() error {
+		ps = append(ps, e.timed(fmt.Sprintf("raw, paced %.1f", c.pace), func() error { return e.rawGets(order, rate) }))
+		ps = append(ps, e.timed("raw, busy client", func() error {
 			var stop atomic.Bool
 			var wg sync.WaitGroup
 			wg.Add(1)
@@ -114,31 +97,24 @@ func main() {
 			return e.rawGets(order, 0)
 		}))
 		for _, p := range ps {
-			logf("round %d: %-18s %6.0f files/s, store %.2fs", r, p.name, p.filesPerSec(len(order)), p.store())
+			cli.Logf("round %d: %-18s %6.0f files/s, store %.2fs", r, p.name, p.filesPerSec(len(order)), p.store())
 		}
 		rounds = append(rounds, ps)
 	}
 	report(c, rounds)
+	return nil
 }
 
 func setup(t *testenv.ProgramT, c config) *env {
-	e := &env{cfg: c}
-	e.mc = testenv.StartMinIO(t)
-	e.mc.CreateBucket(bucket)
-	e.tp = testenv.StartToxiproxy(t)
+	e := &env{cfg: c, t: t}
+	e.store = benchenv.StartStore(t, bucket, false)
 	src := filepath.Join(t.TempDir(), "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatalf("%v", err)
-	}
-	e.paths = testenv.GenerateDataset(t, src, testenv.DatasetSpec{Seed: 9, SmallFiles: c.files, SmallMin: c.fileSize, SmallMax: c.fileSize, FilesPerDir: 500, MaxDepth: 2})
-	if err := e.mc.UploadDirErr(context.Background(), bucket, "ds", src, 32); err != nil {
-		t.Fatalf("upload: %v", err)
-	}
-	proxy := e.tp.AddProxy("small", e.mc.Addr())
-	e.tp.AddLatency("small", c.latency, c.jitter)
+	e.paths = benchenv.Generate(t, src, benchenv.SmallFiles(9, c.files, c.fileSize))
+	e.store.Upload(t, bucket, "ds", src, 32)
+	proxy := e.store.AddProxy("small", c.latency, c.jitter)
 	endpoint := "http://" + proxy
-	user, pass := e.mc.Creds()
-	e.client = testenv.NewS3Client(endpoint, user, pass)
+	user, pass := e.store.MinIO.Creds()
+	e.client = e.store.Client(endpoint)
 	e.sizes = make([]int64, len(e.paths))
 	for i := range e.sizes {
 		e.sizes[i] = int64(c.fileSize)
@@ -163,35 +139,34 @@ func setup(t *testenv.ProgramT, c config) *env {
 		}
 		e.objs = append(e.objs, o)
 	}
-	logf("%d files of %d B in MinIO %s behind toxiproxy %s (+%d ms ± %d)", c.files, c.fileSize, e.mc.Addr(), proxy, c.latency, c.jitter)
+	cli.Logf("%d files of %d B in MinIO %s behind toxiproxy %s (+%d ms ± %d)", c.files, c.fileSize, e.store.MinIO.Addr(), proxy, c.latency, c.jitter)
 	return e
 }
 
-// measure runs fn and records its time and the store's CPU.
-func (e *env) measure(name string, fn func() error) pass {
-	m0u, m0s := testenv.ProcCPUSplit(e.mc.Pid())
-	t0u, t0s := testenv.ProcCPUSplit(e.tp.Pid())
+// timed runs fn and records its time and the store's CPU.
+func (e *env) timed(name string, fn func() error) pass {
+	m0u, m0s := testenv.ProcCPUSplit(e.store.MinIO.Pid())
+	t0u, t0s := testenv.ProcCPUSplit(e.store.Proxy.Pid())
 	start := time.Now()
 	if err := fn(); err != nil {
-		fmt.Fprintf(os.Stderr, "benchstore: %s: %v\n", name, err)
-		os.Exit(1)
+		e.t.Fatalf("%s: %v", name, err)
 	}
 	p := pass{name: name, elapsed: time.Since(start)}
-	m1u, m1s := testenv.ProcCPUSplit(e.mc.Pid())
-	t1u, t1s := testenv.ProcCPUSplit(e.tp.Pid())
+	m1u, m1s := testenv.ProcCPUSplit(e.store.MinIO.Pid())
+	t1u, t1s := testenv.ProcCPUSplit(e.store.Proxy.Pid())
 	p.minio = [2]float64{m1u - m0u, m1s - m0s}
 	p.toxi = [2]float64{t1u - t0u, t1s - t0s}
 	return p
 }
 
 // sdkGets reads every object of order whole through the SDK, cfg.gets in
-// flight (testenv.ParallelGets, benchorder's ceiling).
+// flight (measure.RawGets, bench order's ceiling).
 func (e *env) sdkGets(order []int) error {
 	names := make([]string, len(order))
 	for i, j := range order {
 		names[i] = e.paths[j]
 	}
-	_, _, err := testenv.ParallelGets(context.Background(), e.client, bucket, "ds", names, e.sizes, e.cfg.gets)
+	_, err := measure.RawGets(e.client, bucket, "ds", names, e.sizes, e.cfg.gets)
 	return err
 }
 
@@ -248,30 +223,9 @@ func report(c config, rounds [][]pass) {
 	}
 	fmt.Println("\nstore CPU per GET against sdk's in the same round (median over rounds):")
 	for _, n := range names {
-		fmt.Printf("  %-18s %.2f  (%s)\n", n, median(ratios[n]), join(ratios[n]))
+		fmt.Printf("  %-18s %.2f  (%s)\n", n, testenv.Median(ratios[n]), measure.List(ratios[n], "%.2f"))
 	}
 	fmt.Printf("\nstore: MinIO and toxiproxy (CPU columns in seconds per 10,000 GETs); %d files of %d B; %d in flight; all processes share all CPUs\n", c.files, c.fileSize, c.gets)
-	fmt.Printf("reproduce: go run ./test/benchstore --files=%d --file-size=%d --gets=%d --rounds=%d --latency=%d --jitter=%d --pace=%g\n",
+	fmt.Printf("reproduce: go run ./bench store --files=%d --file-size=%d --gets=%d --rounds=%d --latency=%d --jitter=%d --pace=%g\n",
 		c.files, c.fileSize, c.gets, c.rounds, c.latency, c.jitter, c.pace)
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func join(xs []float64) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprintf("%.2f", x)
-	}
-	return strings.Join(parts, ", ")
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05")+" "+format+"\n", args...)
 }

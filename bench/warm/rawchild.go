@@ -1,22 +1,22 @@
-package main
+package warm
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime/pprof"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
-// rawChildArg, as the only argument, makes this program the raw-GET
-// process: the reference pass runs in a process of its own, started for the
-// pass, as the daemon is, so neither side starts with connections already
-// open or a heap already grown. A fresh page on these VMs costs some 12 µs
+// rawChildArg, as the only argument after "warm", makes this program the
+// raw-GET process: the reference pass runs in a process of its own,
+// started for the pass, as the daemon is, so neither side starts with
+// connections already open or a heap already grown. A fresh page on these VMs costs some 12 µs
 // to fault in, and a heap of 60–100 MB is most of a second of CPU: a
 // reference that kept its process from round to round paid that once, the
 // daemon every round.
@@ -37,11 +37,11 @@ type rawAnswer struct {
 	Error string
 }
 
-func rawChildMain() {
+func rawChildMain() error {
 	var job rawJob
 	if err := json.NewDecoder(os.Stdin).Decode(&job); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: read job: %v\n", rawChildArg, err)
-		os.Exit(2)
+		return cli.ExitCode(2)
 	}
 	if job.Profile != "" {
 		if f, err := os.Create(job.Profile); err == nil {
@@ -51,18 +51,18 @@ func rawChildMain() {
 		}
 	}
 	client := testenv.NewS3Client(job.Endpoint, job.User, job.Pass)
-	n, _, err := testenv.ParallelGets(context.Background(), client, job.Bucket, job.Prefix, job.Names, job.Sizes, job.Parallel)
-	ans := rawAnswer{Bytes: n}
+	p, err := measure.RawGets(client, job.Bucket, job.Prefix, job.Names, job.Sizes, job.Parallel)
+	ans := rawAnswer{Bytes: p.Bytes}
 	if err != nil {
 		ans.Error = err.Error()
 	}
-	json.NewEncoder(os.Stdout).Encode(ans)
+	return json.NewEncoder(os.Stdout).Encode(ans)
 }
 
 // rawGetsFresh runs job in a new process of this program and times it from
 // its start to its exit, as warm is timed; procCPU is the process's CPU.
 func rawGetsFresh(job rawJob) (bytesRead int64, elapsed time.Duration, procCPU float64, err error) {
-	self, err := os.Executable()
+	cmd, err := cli.Child("warm", rawChildArg)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -71,7 +71,6 @@ func rawGetsFresh(job rawJob) (bytesRead int64, elapsed time.Duration, procCPU f
 		return 0, 0, 0, err
 	}
 	var out, stderr bytes.Buffer
-	cmd := exec.Command(self, rawChildArg)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(in), &out, &stderr
 	start := time.Now()
 	runErr := cmd.Run()
