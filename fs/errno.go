@@ -12,7 +12,6 @@ import (
 // toErrno maps an error from the cache or backend to the errno the kernel
 // returns to the reader. It is the only such mapping in dsmount.
 func toErrno(err error) syscall.Errno {
-	var errno syscall.Errno
 	switch {
 	case err == nil, err == io.EOF: // bare EOF: the read reached the end; a wrapped one is a failure
 		return 0
@@ -29,11 +28,16 @@ func toErrno(err error) syscall.Errno {
 		// holds (an S3 read whose connection was reset must not end a
 		// reader's read(2) with ECONNRESET).
 		return syscall.EIO
-	case errors.As(err, &errno):
-		return errno // the cache's own disk, say
-	default:
-		// Deadlines and anything unforeseen: the read failed, and
-		// retrying won't obviously help.
-		return syscall.EIO
 	}
+	// An errno of the cache's own disk, say. Declared here, past the
+	// cases above: errors.As moves it to the heap, an allocation that
+	// every read, the ones that succeed included, paid when it was
+	// declared at the top.
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	// Deadlines and anything unforeseen: the read failed, and retrying
+	// won't obviously help.
+	return syscall.EIO
 }
