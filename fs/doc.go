@@ -1,6 +1,26 @@
 // Package fs is dsmount's read-only FUSE filesystem (go-fuse v2): it turns a
-// backend listing into a directory tree and serves file reads through a
-// cache.Source.
+// backend listing into a directory tree and serves file reads through the
+// cache's view of the store (Config.Source).
+//
+// # Dependencies
+//
+// A mount takes what it needs of the packages below it as interfaces that
+// fs owns (deps.go), each with only the methods fs calls:
+//
+//   - Cache: ChunkSize, Dir (the passthrough probe), Capacity and Used
+//     (warm plans);
+//   - Source: Backend, ReadAt and ReadAtStream (the read path),
+//     PrefetchWatched, ObjectID, OpenCached (passthrough), CachedBytes,
+//     NumChunks, ChunkLen, ChunkCached and Warm (the control entry's
+//     warm), Stats;
+//   - Readahead (optional): Declare and End (orders), Jobs (stats),
+//     Observe (every read, before it is served).
+//
+// The daemon passes *cache.Cache, *cache.Source and *readahead.Mount; a
+// nil *readahead.Mount counts as no readahead. Config.Streams stays a
+// *readahead.Streams: a budget fs only hands to readahead.NewSequential.
+// Reads go through these interfaces with no allocation of their own
+// (TestReadAllocations holds that).
 //
 // # Tree
 //
@@ -61,23 +81,39 @@
 //
 // # Readahead
 //
-// Every read is reported to the mount's readahead.Mount (with the reading
+// Every read is reported to the mount's Readahead (with the reading
 // process, for job attribution) before it is served; files larger than a
 // chunk have a sequential detector (readahead.Sequential) that prefetches
-// chunks ahead through cache.Source.PrefetchWatched, within its share of
-// the readahead.Streams that every mount on the cache shares
+// chunks ahead through Source.PrefetchWatched, within its share of the
+// readahead.Streams that every mount on the cache shares
 // (Config.Streams), and a read it takes for part of a stream is served by
-// cache.Source.ReadAtStream.
+// Source.ReadAtStream.
 //
 // # Errors
 //
 // Every errno this package returns comes from toErrno (errno.go), the one
-// place backend and cache errors are mapped. Anything that would modify the
-// tree fails with EROFS.
+// place backend and cache errors are mapped: a backend error's kind
+// decides (ENOENT, EACCES, EINVAL; EIO for a store that failed, whatever
+// errno its cause holds), a cancelled request is EINTR, a bare errno
+// (the cache's disk) passes through, anything else is EIO. Anything that
+// would modify the tree fails with EROFS.
 //
 // # Concurrency
 //
 // The tree is read-only after construction; each directory sorts its
 // listing once, under a sync.Once. Reads run concurrently; the cache does its
 // own locking.
+//
+// # Tests
+//
+// The package's tests mount it as the daemon does: a real cache in a
+// temporary directory, a real FUSE mount (Serve, Unmount), and
+// backend/memory standing for the store (mount_test.go). They need
+// /dev/fuse (they skip without it) and root or fusermount.
+//
+// # Stability
+//
+// A public package because the project's layout puts it at the top
+// level, but its API (Config, Mount, Caller, the interfaces) is built for
+// dsmount's daemon (internal/daemon) and changes with it.
 package fs
