@@ -2,7 +2,6 @@ package cold
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,9 +29,9 @@ type result struct {
 // Main runs the benchmark with the command line args (after "cold").
 func Main(args []string) error {
 	fs := cli.NewFlagSet("cold", Summary)
+	var ds benchenv.Dataset
+	ds.AddFlags(fs)
 	var (
-		nFiles    = fs.Int("files", 10000, "number of small files")
-		fileSize  = fs.Int("file-size", 110_000, "size of each small file in bytes")
 		largeMiB  = fs.Int64("large-mib", 256, "size of the large file in MiB (0: none)")
 		readers   = fs.Int("readers", 8, "parallel readers per small-file pass")
 		getsPar   = fs.Int("gets", 64, "GETs in flight for the raw-GET reference")
@@ -49,7 +48,7 @@ func Main(args []string) error {
 	work := t.TempDir()
 	src := filepath.Join(work, "src")
 
-	spec := benchenv.SmallFiles(7, *nFiles, *fileSize)
+	spec := ds.Spec(7)
 	if *largeMiB > 0 {
 		spec.LargeFiles = []int64{*largeMiB << 20}
 	}
@@ -65,7 +64,7 @@ func Main(args []string) error {
 		}
 	}
 	sort.Strings(small)
-	fmt.Fprintf(os.Stderr, "dataset: %d small files of %d B + large %d MiB, generated in %v\n", len(small), *fileSize, *largeMiB, time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "dataset: %d small files of %d B + large %d MiB, generated in %v\n", len(small), ds.FileSize, *largeMiB, time.Since(t0).Round(time.Millisecond))
 
 	mc := testenv.StartMinIO(t)
 	mc.CreateBucket("bench")
@@ -156,24 +155,14 @@ func Main(args []string) error {
 	return nil
 }
 
+// readSequential reads path whole in 1 MiB reads.
 func readSequential(path string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	buf := make([]byte, 1<<20)
-	var n int64
-	for {
-		k, err := f.Read(buf)
-		n += int64(k)
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
+	return testenv.Drain(f, make([]byte, 1<<20))
 }
 
 // rawGets fetches every small object with plain GetObject calls, par in

@@ -2,7 +2,6 @@ package hot
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"log"
 	"os"
@@ -23,26 +22,26 @@ import (
 const Summary = "hot reads of a warmed mount of a local directory against the directory"
 
 type config struct {
-	files, fileSize, readers int
-	largeMiB                 int64
-	fastPath                 string
-	rounds                   int
-	skipLoader, skipLS       bool
-	unbuffered, readBytes    bool
-	skipLarge                bool
-	seed                     int64
-	cacheSize                string
-	bin                      string
-	python                   string
-	workers, batch           int
+	benchenv.Dataset
+	readers               int
+	largeMiB              int64
+	fastPath              string
+	rounds                int
+	skipLoader, skipLS    bool
+	unbuffered, readBytes bool
+	skipLarge             bool
+	seed                  int64
+	cacheSize             string
+	bin                   string
+	python                string
+	workers, batch        int
 }
 
 // Main runs the benchmark with the command line args (after "hot").
 func Main(args []string) error {
 	var c config
 	fs := cli.NewFlagSet("hot", Summary)
-	fs.IntVar(&c.files, "files", 10000, "number of small files")
-	fs.IntVar(&c.fileSize, "file-size", 110_000, "size of each small file in bytes")
+	c.Dataset.AddFlags(fs)
 	fs.IntVar(&c.readers, "readers", 8, "parallel readers in the hot epoch (pass 1)")
 	fs.Int64Var(&c.largeMiB, "large-mib", 256, "size of the large file in MiB (pass 2)")
 	fs.BoolVar(&c.unbuffered, "loader-unbuffered", false, "the DataLoader's dataset opens files with buffering=0 (no isatty() ioctl per open)")
@@ -81,7 +80,7 @@ func Main(args []string) error {
 	// The dataset.
 	src := filepath.Join(work, "src")
 	t0 := time.Now()
-	paths := benchenv.Generate(t, src, benchenv.SmallFiles(11, c.files, c.fileSize))
+	paths := benchenv.Generate(t, src, c.Spec(11))
 	small := append([]string(nil), paths...)
 	// The large file is a dataset of its own, on its own mount: the fast
 	// path is chosen per mount from its files' sizes (a dataset of large
@@ -93,7 +92,7 @@ func Main(args []string) error {
 		large = lp[0]
 	}
 	sort.Strings(small)
-	logger.Printf("dataset: %d files of %d B%s in %s, generated in %v", len(small), c.fileSize,
+	logger.Printf("dataset: %d files of %d B%s in %s, generated in %v", len(small), c.FileSize,
 		map[bool]string{true: "", false: fmt.Sprintf(" + %d MiB file", c.largeMiB)}[c.skipLarge], src, time.Since(t0).Round(time.Millisecond))
 
 	// The binary, and whether it knows --fast-path.
@@ -197,7 +196,7 @@ func Main(args []string) error {
 	var cpuPerK []float64 // daemon CPU s per 1,000 files, per timed mount epoch of pass 1
 
 	// Pass 1: hot epoch.
-	p1 := &pass{name: fmt.Sprintf("1. hot epoch, %d x %d B, %d readers", len(small), c.fileSize, c.readers),
+	p1 := &pass{name: fmt.Sprintf("1. hot epoch, %d x %d B, %d readers", len(small), c.FileSize, c.readers),
 		unit: "files/s", target: 0.9, refName: "direct"}
 	epoch := func(root string, order []string) float64 {
 		var n atomic.Int64
@@ -217,11 +216,8 @@ func Main(args []string) error {
 	}
 	for r := 0; r < c.rounds; r++ {
 		order := testenv.Shuffled(small, c.seed+int64(r))
-		sides(r, func() { p1.ref = append(p1.ref, epoch(src, order)) }, func() {
-			c0 := testenv.ProcCPU(pid)
-			p1.mnt = append(p1.mnt, epoch(mnt, order))
-			cpuPerK = append(cpuPerK, (testenv.ProcCPU(pid)-c0)/float64(len(order))*1000)
-		})
+		cpu := p1.round(r, pid, func() float64 { return epoch(src, order) }, func() float64 { return epoch(mnt, order) })
+		cpuPerK = append(cpuPerK, cpu/float64(len(order))*1000)
 		logger.Printf("pass 1 round %d: direct %.0f files/s, mount %.0f files/s (daemon %.3f CPU-s/1000 files)", r+1, p1.ref[r], p1.mnt[r], cpuPerK[r])
 	}
 	passes = append(passes, p1)
@@ -310,30 +306,10 @@ func Main(args []string) error {
 				cmd.Args = append(cmd.Args, "--read-bytes")
 			}
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repo, "python"))
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", strings.Join(cmd.Args, " "), err, stdout.String(), stderr.String())
-			}
-			var res struct {
-				Samples int64   `json:"samples"`
-				Seconds float64 `json:"seconds"`
-				Bytes   int64   `json:"bytes"`
-			}
-			if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
-				t.Fatalf("bench_loader.py: %v: %q", err, stdout.String())
-			}
-			if res.Samples != int64(len(small)) || res.Bytes != smallBytes {
-				t.Fatalf("bench_loader.py over %s: %d samples / %d bytes, want %d / %d", root, res.Samples, res.Bytes, len(small), smallBytes)
-			}
-			return float64(res.Samples) / res.Seconds
+			return scriptRate(t, cmd, root, int64(len(small)), smallBytes)
 		}
 		for r := 0; r < c.rounds; r++ {
-			sides(r, func() { p3.ref = append(p3.ref, loader(src, r)) }, func() {
-				c0 := testenv.ProcCPU(pid)
-				p3.mnt = append(p3.mnt, loader(mnt, r))
-				dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
-			})
+			dcpu = append(dcpu, p3.round(r, pid, func() float64 { return loader(src, r) }, func() float64 { return loader(mnt, r) }))
 			logger.Printf("pass 3 round %d: direct %.0f samples/s, mount %.0f samples/s", r+1, p3.ref[r], p3.mnt[r])
 		}
 		p3.notes = append(p3.notes, "each: one invocation of python/tests/bench_loader.py, a warm-up epoch then the timed one; item = torch.frombuffer(file bytes), default collate",
@@ -357,30 +333,11 @@ func Main(args []string) error {
 			var dcpu []float64
 			openRead := func(root string) float64 {
 				cmd := exec.Command(c.python, script, "--root", root, "--list", list, "--buffering", way.buffering, "--reader", way.reader)
-				var stdout, stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				if err := cmd.Run(); err != nil {
-					t.Fatalf("%s: %v\nstderr: %s", strings.Join(cmd.Args, " "), err, stderr.String())
-				}
-				var res struct {
-					Files   int64   `json:"files"`
-					Bytes   int64   `json:"bytes"`
-					Seconds float64 `json:"seconds"`
-				}
-				if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
-					t.Fatalf("bench_open.py: %v: %q", err, stdout.String())
-				}
-				if res.Files != int64(len(small)) || res.Bytes != smallBytes {
-					t.Fatalf("bench_open.py over %s: %d files / %d bytes, want %d / %d", root, res.Files, res.Bytes, len(small), smallBytes)
-				}
-				return float64(res.Files) / res.Seconds
+				return scriptRate(t, cmd, root, int64(len(small)), smallBytes)
 			}
 			for r := 0; r < c.rounds; r++ {
-				sides(r, func() { p.ref = append(p.ref, openRead(src)) }, func() {
-					c0 := testenv.ProcCPU(pid)
-					p.mnt = append(p.mnt, openRead(mnt))
-					dcpu = append(dcpu, (testenv.ProcCPU(pid)-c0)/float64(2*len(small))*1e6)
-				})
+				cpu := p.round(r, pid, func() float64 { return openRead(src) }, func() float64 { return openRead(mnt) })
+				dcpu = append(dcpu, cpu/float64(2*len(small))*1e6)
 			}
 			p.notes = append(p.notes, "each: one invocation of python/tests/bench_open.py (an untimed pass, then a timed one; no torch)",
 				fmt.Sprintf("daemon CPU per file (µs, both passes): %s", measure.Join(dcpu, "%.1f", " ")))
@@ -416,11 +373,7 @@ func Main(args []string) error {
 		}
 		var dcpu []float64
 		for r := 0; r < c.rounds; r++ {
-			sides(r, func() { p4.ref = append(p4.ref, ls(src)) }, func() {
-				c0 := testenv.ProcCPU(pid)
-				p4.mnt = append(p4.mnt, ls(mnt))
-				dcpu = append(dcpu, testenv.ProcCPU(pid)-c0)
-			})
+			dcpu = append(dcpu, p4.round(r, pid, func() float64 { return ls(src) }, func() float64 { return ls(mnt) }))
 			logger.Printf("pass 4 round %d: direct %.3f s, mount %.3f s", r+1, p4.ref[r], p4.mnt[r])
 		}
 		devnull.Close()

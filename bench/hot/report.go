@@ -71,6 +71,17 @@ func (p *pass) fmtValue(v float64) string {
 	}
 }
 
+// round runs round r of p, its two sides in sides' order, and returns the
+// CPU seconds daemon pid spent during the mount's side.
+func (p *pass) round(r, pid int, direct, mount func() float64) (cpu float64) {
+	sides(r, func() { p.ref = append(p.ref, direct()) }, func() {
+		c0 := testenv.ProcCPU(pid)
+		p.mnt = append(p.mnt, mount())
+		cpu = testenv.ProcCPU(pid) - c0
+	})
+	return cpu
+}
+
 // sides runs the round's two sides, direct first in even rounds and the
 // mount first in odd ones.
 func sides(round int, direct, mount func()) {
@@ -169,7 +180,7 @@ func report(c config, passes []*pass, cpuPerK []float64, rss, hwm int64, fastPat
 
 	repo, _ := testenv.RepoRoot()
 	args := []string{"go", "run", "./bench", "hot",
-		fmt.Sprintf("--files=%d", c.files), fmt.Sprintf("--file-size=%d", c.fileSize), fmt.Sprintf("--readers=%d", c.readers),
+		fmt.Sprintf("--files=%d", c.Files), fmt.Sprintf("--file-size=%d", c.FileSize), fmt.Sprintf("--readers=%d", c.readers),
 		fmt.Sprintf("--large-mib=%d", c.largeMiB), "--fast-path=" + shellQuote(c.fastPath), fmt.Sprintf("--rounds=%d", c.rounds),
 		fmt.Sprintf("--seed=%d", c.seed), "--cache-size=" + shellQuote(c.cacheSize), "--python=" + shellQuote(c.python),
 		fmt.Sprintf("--loader-workers=%d", c.workers), fmt.Sprintf("--loader-batch=%d", c.batch), fmt.Sprintf("--loader-unbuffered=%v", c.unbuffered), fmt.Sprintf("--loader-read-bytes=%v", c.readBytes)}

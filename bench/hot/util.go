@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -75,20 +77,7 @@ func residency(path string) (float64, error) {
 
 // lsLR runs `ls -lR root` (LC_ALL=C) writing to out and returns its wall
 // time.
-func lsLR(root string, out io.Writer) (time.Duration, error) {
-	cmd := exec.Command("ls", "-lR", root)
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	cmd.Stdout = out
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	start := time.Now()
-	err := cmd.Run()
-	el := time.Since(start)
-	if err != nil {
-		return el, fmt.Errorf("ls -lR %s: %v: %s", root, err, stderr.String())
-	}
-	return el, nil
-}
+func lsLR(root string, out io.Writer) (time.Duration, error) { return measure.Ls(out, "-lR", root) }
 
 // lsShape is `ls -lR` output reduced to what a mount must reproduce of its
 // source: each directory's path below root, and per entry its type, name
@@ -117,6 +106,32 @@ func lsShape(out, root string) []string {
 		}
 	}
 	return shape
+}
+
+// scriptRate runs cmd, python/tests/bench_loader.py or bench_open.py over
+// root, checks from the JSON it prints that it read every file (items of
+// them, bytes in all) and returns its rate: samples or files per second.
+// Any failure ends the program.
+func scriptRate(t *testenv.ProgramT, cmd *exec.Cmd, root string, items, bytesIn int64) float64 {
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\nstdout: %s\nstderr: %s", strings.Join(cmd.Args, " "), err, stdout.String(), stderr.String())
+	}
+	script := filepath.Base(cmd.Args[1])
+	var res struct {
+		Samples int64   `json:"samples"` // bench_loader.py's items
+		Files   int64   `json:"files"`   // bench_open.py's
+		Bytes   int64   `json:"bytes"`
+		Seconds float64 `json:"seconds"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
+		t.Fatalf("%s: %v: %q", script, err, stdout.String())
+	}
+	if n := res.Samples + res.Files; n != items || res.Bytes != bytesIn {
+		t.Fatalf("%s over %s: %d files / %d bytes, want %d / %d", script, root, n, res.Bytes, items, bytesIn)
+	}
+	return float64(res.Samples+res.Files) / res.Seconds
 }
 
 // statsJSON runs `dsmount stats MOUNTPOINT --json` and decodes it loosely.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
 	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -14,7 +15,7 @@ const Summary = "jobs sharing one cache: hit rate per epoch of each cache policy
 
 type config struct {
 	files, meanSize int
-	latency, jitter int
+	benchenv.Proxy
 	workers, epochs int
 	jobs            []int
 	fractions       []float64
@@ -40,8 +41,7 @@ func Main(args []string) error {
 	fs := cli.NewFlagSet("jobs", Summary)
 	fs.IntVar(&c.files, "files", 10000, "small files in the dataset")
 	fs.IntVar(&c.meanSize, "mean-size", 110_000, "mean file size in bytes (sizes spread from half to one and a half of it)")
-	fs.IntVar(&c.latency, "latency", 20, "ms the proxy adds to every answer")
-	fs.IntVar(&c.jitter, "jitter", 5, "± ms of jitter on --latency")
+	c.Proxy.AddFlags(fs, 5)
 	fs.IntVar(&c.workers, "workers", 4, "reading goroutines per job")
 	fs.IntVar(&c.epochs, "epochs", 2, "epochs measured after the warm-up epoch")
 	fs.StringVar(&jobs, "jobs", "2,4", "job counts to run")
@@ -52,7 +52,7 @@ func Main(args []string) error {
 	fs.BoolVar(&c.next, "next", true, "under the order policy, declare the next epoch's order too (as the Python sampler does); --next=false: each epoch's alone, as `dsmount order` without --next")
 	fs.BoolVar(&c.json, "json", false, "print the results as one JSON array at the end (for tests), besides the table")
 	fs.Int64Var(&c.pageCache, "page-cache", 128<<20, "bytes of memory (page cache included) of the readers' cgroup when bounded")
-	fs.BoolVar(&c.isolate, "isolate-backend", false, "MinIO and toxiproxy on CPU 0, everything else on the other CPUs")
+	benchenv.IsolateFlag(fs, &c.isolate)
 	fs.Uint64Var(&c.seed, "seed", 1, "shuffle seed")
 	cli.MountArgs(fs, &c.mountArgs, "one more argument for every dsmount mount (repeatable)")
 	cli.DaemonEnv(fs, &c.daemonEnv, "one more KEY=VALUE in the daemon's environment (repeatable)")

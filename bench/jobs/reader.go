@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/dsmount/dsmount/test/testenv"
 )
 
 // readerArg, as the first argument after "jobs", makes this program a
@@ -90,32 +90,17 @@ func readerMain(args []string) int {
 // epoch's seconds.
 func readEpoch(mp string, paths []string, workers int, logPath string) (float64, error) {
 	starts := make([]int64, len(paths))
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
 	t0 := time.Now()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(paths) {
-					return
-				}
-				starts[i] = time.Now().UnixNano()
-				if _, err := os.ReadFile(filepath.Join(mp, paths[i])); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	err := testenv.Parallel(len(paths), workers, func() func(int) error {
+		return func(i int) error {
+			starts[i] = time.Now().UnixNano()
+			_, err := os.ReadFile(filepath.Join(mp, paths[i]))
+			return err
+		}
+	})
 	secs := time.Since(t0).Seconds()
-	if firstErr != nil {
-		return 0, firstErr
+	if err != nil {
+		return 0, err
 	}
 	var b strings.Builder
 	for i, s := range starts {

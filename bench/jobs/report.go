@@ -14,7 +14,7 @@ import (
 // report prints the table of every configuration run so far.
 func report(c config, e *env, rows []row) {
 	fmt.Printf("\n%d files (%.2f GB), %d workers per job, %d epochs after a warm-up, store +%d ms; %s; declarations: %s, next epoch's declared: %v\n",
-		len(e.paths), float64(e.total)/1e9, c.workers, c.epochs, c.latency, e.store.CPUNote, c.declare, c.next)
+		len(e.paths), float64(e.total)/1e9, c.workers, c.epochs, c.Latency, e.Store.CPUNote, c.declare, c.next)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "jobs\tcache\tpage cache\tpolicy\thit rate per epoch\toracle\tfiles/s per job\tdaemon, per job: hit rate, stalled s, prefetched, evicted unread, page-cached unread, refused, evicted needed")
 	for _, r := range rows {

@@ -20,11 +20,8 @@ const bucket = "jobs"
 
 // env is what every configuration shares.
 type env struct {
+	*benchenv.Run
 	cfg      config
-	t        *testenv.ProgramT
-	work     string
-	bin      string
-	store    *benchenv.Store
 	endpoint string // the proxy's
 	paths    []string
 	sizes    []int64 // by index into paths
@@ -49,30 +46,22 @@ type row struct {
 }
 
 func setup(t *testenv.ProgramT, c config) *env {
-	e := &env{cfg: c, t: t, work: t.TempDir()}
-	e.store = benchenv.StartStore(t, bucket, c.isolate)
-	src := filepath.Join(e.work, "src")
+	e := &env{Run: benchenv.StartRun(t, bucket, c.isolate), cfg: c}
+	src := filepath.Join(e.Work, "src")
 	// Sizes spread around the mean, so that the oracle's sizes matter.
-	spec := benchenv.SmallFiles(7, c.files, c.meanSize)
+	spec := benchenv.Dataset{Files: c.files, FileSize: c.meanSize}.Spec(7)
 	spec.SmallMin, spec.SmallMax = c.meanSize/2, c.meanSize*3/2
 	e.paths = benchenv.Generate(t, src, spec)
-	for _, p := range e.paths {
-		st, err := os.Stat(filepath.Join(src, filepath.FromSlash(p)))
-		if err != nil {
-			t.Fatalf("%v", err)
-		}
-		e.sizes = append(e.sizes, st.Size())
-		e.total += st.Size()
-	}
+	e.sizes, e.total = benchenv.Sizes(t, src, e.paths)
 	t0 := time.Now()
-	e.store.Upload(t, bucket, "", src, 32)
-	e.endpoint = "http://" + e.store.AddProxy("s3", c.latency, c.jitter)
+	e.Store.Upload(t, bucket, "", src, 32)
+	e.endpoint = "http://" + e.Store.AddProxy("s3", c.Proxy)
 	var err error
-	if e.bin, err = benchenv.Dsmount(e.work); err != nil {
+	if e.Bin, err = benchenv.Dsmount(e.Work); err != nil {
 		t.Fatalf("%v", err)
 	}
 	cli.Logf("dataset: %d files, %.2f GB, uploaded in %v; MinIO behind toxiproxy (+%d ms ± %d); %s",
-		len(e.paths), float64(e.total)/1e9, time.Since(t0).Round(time.Second), c.latency, c.jitter, e.store.CPUNote)
+		len(e.paths), float64(e.total)/1e9, time.Since(t0).Round(time.Second), c.Latency, c.Jitter, e.Store.CPUNote)
 	return e
 }
 
@@ -110,18 +99,18 @@ func (e *env) run(rc runConfig) (r row) {
 			cli.Logf("%s: %s", rc, r.err)
 		}
 	}()
-	dir := filepath.Join(e.work, fmt.Sprintf("run-%d-%g-%v-%s", rc.jobs, rc.fraction, rc.bounded, rc.policy))
+	dir := filepath.Join(e.Work, fmt.Sprintf("run-%d-%g-%v-%s", rc.jobs, rc.fraction, rc.bounded, rc.policy))
 	cacheDir, mp, lists := filepath.Join(dir, "cache"), filepath.Join(dir, "mnt"), filepath.Join(dir, "lists")
 	for _, d := range []string{cacheDir, mp, lists} {
 		os.MkdirAll(d, 0o700)
 	}
 	capacity := int64(float64(e.total) * rc.fraction)
-	user, pass := e.store.MinIO.Creds()
+	user, pass := e.Store.MinIO.Creds()
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+user, "AWS_SECRET_ACCESS_KEY="+pass, "AWS_REGION="+testenv.MinIORegion, "AWS_EC2_METADATA_DISABLED=true")
 	env = append(env, c.daemonEnv...)
 	args := append([]string{"--cache-dir", cacheDir, "--cache-size", strconv.FormatInt(capacity, 10), "--cache-policy", rc.policy,
 		"--s3-endpoint", e.endpoint, "--s3-path-style"}, c.mountArgs...)
-	m, err := testenv.TryStartMount(e.t, testenv.MountConfig{Bin: e.bin, Source: "s3://" + bucket, Mountpoint: mp, Args: args, Env: env})
+	m, err := testenv.TryStartMount(e.T, testenv.MountConfig{Bin: e.Bin, Source: "s3://" + bucket, Mountpoint: mp, Args: args, Env: env})
 	if err != nil {
 		r.err = err.Error()
 		return r
@@ -133,7 +122,7 @@ func (e *env) run(rc runConfig) (r row) {
 		// On an interrupt (CloseOnSignal) the defers don't run: the
 		// cleanups stop the readers (registered later, run first), then
 		// remove the cgroup (NewMemCgroup registers that).
-		if cg, err = testenv.NewMemCgroup(e.t, fmt.Sprintf("benchjobs-%d", os.Getpid()), c.pageCache); err != nil {
+		if cg, err = testenv.NewMemCgroup(e.T, fmt.Sprintf("benchjobs-%d", os.Getpid()), c.pageCache); err != nil {
 			r.err = err.Error()
 			return r
 		}
@@ -146,7 +135,7 @@ func (e *env) run(rc runConfig) (r row) {
 	jobs := make([]*job, rc.jobs)
 	for i := range jobs {
 		j := &job{name: fmt.Sprintf("job%d", i)}
-		j.cmd, err = cli.Child("jobs", readerArg, "--mp", mp, "--bin", e.bin, "--job", j.name, "--workers", strconv.Itoa(c.workers), "--declare", declare)
+		j.cmd, err = cli.Child("jobs", readerArg, "--mp", mp, "--bin", e.Bin, "--job", j.name, "--workers", strconv.Itoa(c.workers), "--declare", declare)
 		if err != nil {
 			r.err = err.Error()
 			return r
@@ -165,7 +154,7 @@ func (e *env) run(rc runConfig) (r row) {
 		}
 		j.pid = j.cmd.Process.Pid
 		defer func() { j.send("quit"); j.in.Close(); j.cmd.Wait() }()
-		e.t.Cleanup(func() {
+		e.T.Cleanup(func() {
 			if j.cmd.ProcessState == nil {
 				j.cmd.Process.Kill()
 			}
@@ -202,7 +191,7 @@ func (e *env) run(rc runConfig) (r row) {
 			}
 		}
 		dropPageCache()
-		g0 := e.store.Gets()
+		g0 := e.Store.Gets()
 		if epoch > 0 {
 			// GETs made between epochs (prefetch of the next epoch's
 			// first items while the jobs wait for each other) count for
@@ -222,7 +211,7 @@ func (e *env) run(rc runConfig) (r row) {
 			s, _ := strconv.ParseFloat(secs, 64)
 			rates[i] = float64(len(e.paths)) / s
 		}
-		g1 := e.store.Gets()
+		g1 := e.Store.Gets()
 		lastGETs = g1
 		epochStart = append(epochStart, len(reads))
 		for i, j := range jobs {
@@ -241,7 +230,7 @@ func (e *env) run(rc runConfig) (r row) {
 		}
 	}
 	r.oracle = oracle(reads, epochStart, e.sizes, capacity)[1:]
-	if st, err := testenv.StatsErr(e.bin, mp); err == nil {
+	if st, err := testenv.StatsErr(e.Bin, mp); err == nil {
 		r.stats = st.Mount.Jobs
 	}
 	return r

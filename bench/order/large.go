@@ -6,7 +6,6 @@ import (
 	"hash/crc32"
 	"io"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +37,7 @@ func shapeLargeLink(e *env, proxy string) {
 		return
 	}
 	rate := int64(want * 1000) // KB/s
-	e.store.Proxy.AddToxic("large", testenv.Toxic{Name: "bandwidth", Type: "bandwidth", Stream: "downstream", Toxicity: 1,
+	e.Store.Toxiproxy.AddToxic("large", testenv.Toxic{Name: "bandwidth", Type: "bandwidth", Stream: "downstream", Toxicity: 1,
 		Attributes: map[string]any{"rate": rate}})
 	shaped := oneConn(e, "probe")
 	cli.Logf("large file: bandwidth toxic %d KB/s per connection: one connection now gets %.1f MB/s", rate, shaped.MBPerSec())
@@ -65,12 +64,12 @@ func runLargeRound(e *env, r int) largeRound {
 // oneConn is a single GetObject of the whole large object through its
 // proxy: one connection, timed from the request to the last byte.
 func oneConn(e *env, name string) result {
-	meter := measure.Start(e.store, measure.Self)
+	meter := measure.Start(e.Store, measure.Self)
 	start := time.Now()
 	out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
 		Bucket: aws.String(bucket), Key: aws.String("big/" + e.largeRel)})
 	if err != nil {
-		e.t.Fatalf("GetObject big/%s: %v", e.largeRel, err)
+		e.T.Fatalf("GetObject big/%s: %v", e.largeRel, err)
 	}
 	h := crc32.New(castagnoli)
 	n, err := io.CopyBuffer(h, out.Body, make([]byte, 1<<20))
@@ -78,10 +77,10 @@ func oneConn(e *env, name string) result {
 	el := time.Since(start)
 	usage := meter.Stop()
 	if err != nil {
-		e.t.Fatalf("GetObject big/%s: reading: %v", e.largeRel, err)
+		e.T.Fatalf("GetObject big/%s: reading: %v", e.largeRel, err)
 	}
 	if n != e.largeSize || h.Sum32() != e.largeCRC {
-		e.t.Fatalf("GetObject big/%s: %d bytes, CRC-32C %08x; the source has %d, %08x", e.largeRel, n, h.Sum32(), e.largeSize, e.largeCRC)
+		e.T.Fatalf("GetObject big/%s: %d bytes, CRC-32C %08x; the source has %d, %08x", e.largeRel, n, h.Sum32(), e.largeSize, e.largeCRC)
 	}
 	return result{name: name, Pass: measure.Pass{Files: 1, Bytes: n, Elapsed: el}, Usage: usage, stall: -1,
 		note: "one GetObject of the whole object (no Range), one connection; proc cpu: this program"}
@@ -90,13 +89,13 @@ func oneConn(e *env, name string) result {
 // ddMount runs dd over the large file on a fresh mount and cache dir, then
 // checks its bytes through the mount (untimed).
 func ddMount(e *env, round int) result {
-	t := e.t
-	dir := filepath.Join(e.work, fmt.Sprintf("round%d-large", round))
+	t := e.T
+	dir := filepath.Join(e.Work, fmt.Sprintf("round%d-large", round))
 	m, metricsURL := e.startMount(dir, "s3://"+bucket+"/big", e.largeEndpoint)
 	mp := m.Dir()
 	file := filepath.Join(mp, filepath.FromSlash(e.largeRel))
 
-	meter := measure.Start(e.store, measure.Proc(m.Pid()))
+	meter := measure.Start(e.Store, measure.Proc(m.Pid()))
 	smp := startSampler(metricsURL, e.cfg.sampleEvery)
 	n, _, el, err := testenv.DD(file)
 	usage := meter.Stop()
@@ -107,7 +106,7 @@ func ddMount(e *env, round int) result {
 	if n != e.largeSize {
 		t.Fatalf("dd through the mount copied %d bytes; the file has %d", n, e.largeSize)
 	}
-	st, err := testenv.StatsErr(e.bin, mp)
+	st, err := testenv.StatsErr(e.Bin, mp)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -123,13 +122,13 @@ func ddMount(e *env, round int) result {
 func ddLocal(e *env) result {
 	src := filepath.Join(e.largeSrc, filepath.FromSlash(e.largeRel))
 	if err := testenv.DropPageCache(src); err != nil {
-		e.t.Fatalf("fadvise DONTNEED %s: %v", src, err)
+		e.T.Fatalf("fadvise DONTNEED %s: %v", src, err)
 	}
 	c0 := testenv.MachineCPU()
 	n, _, el, err := testenv.DD(src)
 	cpu := testenv.MachineCPU().BusySince(c0)
 	if err != nil || n != e.largeSize {
-		e.t.Fatalf("dd %s: %d bytes, %v", src, n, err)
+		e.T.Fatalf("dd %s: %d bytes, %v", src, n, err)
 	}
 	return result{name: "dd, local disk", Pass: measure.Pass{Files: 1, Bytes: n, Elapsed: el}, Usage: measure.Usage{CPU: cpu, ProcCPU: -1}, stall: -1,
 		note: "dd bs=1M of the source file, its page cache dropped (fadvise DONTNEED); context only"}
@@ -141,7 +140,7 @@ func ddLocal(e *env) result {
 func parallelRanges(e *env, par int) result {
 	r, err := rangedGets(e, pieces("big/"+e.largeRel, e.largeSize), par)
 	if err != nil {
-		e.t.Fatalf("parallel ranged GETs of big/%s: %v", e.largeRel, err)
+		e.T.Fatalf("parallel ranged GETs of big/%s: %v", e.largeRel, err)
 	}
 	r.name, r.Files = "store, 16 ranged GETs", 1
 	r.note = fmt.Sprintf("%d ranged GetObject of 4 MiB in flight, no filesystem: what the store gives in parallel; context only; proc cpu: this program", par)
@@ -168,42 +167,26 @@ func pieces(key string, size int64) []rangeGet {
 // reading each body to the end, and measures them (bytes, time, GETs,
 // CPU); name, files and note are the caller's.
 func rangedGets(e *env, gets []rangeGet, par int) (result, error) {
-	var next atomic.Int64
 	var total atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	meter := measure.Start(e.store, measure.Self)
+	meter := measure.Start(e.Store, measure.Self)
 	start := time.Now()
-	for range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 1<<20)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(gets)) {
-					return
-				}
-				g := gets[i]
-				out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
-					Bucket: aws.String(bucket), Key: aws.String(g.key), Range: aws.String(fmt.Sprintf("bytes=%d-%d", g.off, g.end))})
-				if err == nil {
-					var n int64
-					n, err = io.CopyBuffer(io.Discard, out.Body, buf)
-					out.Body.Close()
-					total.Add(n)
-				}
-				if err != nil {
-					failed.Store(err)
-					return
-				}
+	err := testenv.Parallel(len(gets), par, func() func(int) error {
+		return func(i int) error {
+			g := gets[i]
+			out, err := e.largeClient.GetObject(context.Background(), &s3.GetObjectInput{
+				Bucket: aws.String(bucket), Key: aws.String(g.key), Range: aws.String(fmt.Sprintf("bytes=%d-%d", g.off, g.end))})
+			if err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
+			n, err := io.Copy(io.Discard, out.Body)
+			out.Body.Close()
+			total.Add(n)
+			return err
+		}
+	})
 	el := time.Since(start)
 	usage := meter.Stop()
-	if err, _ := failed.Load().(error); err != nil {
+	if err != nil {
 		return result{}, err
 	}
 	return result{Pass: measure.Pass{Bytes: total.Load(), Elapsed: el}, Usage: usage, stall: -1}, nil

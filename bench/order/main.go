@@ -21,8 +21,8 @@ const Summary = "readahead: declared orders of small files, one large file; vs t
 const bucket = "bench"
 
 type config struct {
-	files, fileSize    int
-	latency, jitter    int
+	benchenv.Dataset
+	benchenv.Proxy
 	readers, getsPar   int
 	rounds             int
 	skipSmall, skipLrg bool
@@ -53,12 +53,9 @@ type config struct {
 
 // env is what every pass shares: the servers, the binary, the source data.
 type env struct {
-	cfg   config
-	fs    *flag.FlagSet // the command line, for the report's reproduce line
-	t     *testenv.ProgramT
-	work  string
-	bin   string
-	store *benchenv.Store
+	*benchenv.Run
+	cfg config
+	fs  *flag.FlagSet // the command line, for the report's reproduce line
 
 	// small files
 	smallSrc      string
@@ -86,10 +83,8 @@ type env struct {
 func Main(args []string) error {
 	var c config
 	fs := cli.NewFlagSet("order", Summary)
-	fs.IntVar(&c.files, "files", 10000, "number of small files")
-	fs.IntVar(&c.fileSize, "file-size", 110_000, "size of each small file in bytes")
-	fs.IntVar(&c.latency, "latency", 20, "ms the proxy adds to every answer (small files)")
-	fs.IntVar(&c.jitter, "jitter", 5, "± ms of jitter on --latency")
+	c.Dataset.AddFlags(fs)
+	c.Proxy.AddFlags(fs, 5)
 	fs.IntVar(&c.readers, "readers", 8, "parallel readers through the mount")
 	fs.IntVar(&c.getsPar, "gets", 64, "GETs in flight for the ceiling")
 	fs.IntVar(&c.rounds, "rounds", 1, "rounds of every pass; >1 reports each and the median ratios")
@@ -112,7 +107,7 @@ func Main(args []string) error {
 	fs.BoolVar(&c.recycle, "recycle-memory", true, "before every timed pass, touch --recycle-mib of fresh memory and free it (untimed), so each pass starts with recently used memory (testenv.RecycleMemory)")
 	fs.Int64Var(&c.recycleMiB, "recycle-mib", 3072, "MiB that --recycle-memory touches: a pass's page cache (the dataset, through the mount and in MinIO) with room to spare")
 	fs.IntVar(&c.warmStore, "warm-store", 4, "untimed passes of the store's own parallel GETs before the first round (0: none): a freshly started MinIO and toxiproxy spend more CPU per byte")
-	fs.BoolVar(&c.isolate, "isolate-backend", false, "pin MinIO and toxiproxy to CPU 0, and this program (GETs, readers, dd) and the daemons to the other CPUs: a remote store's CPU is not the node's")
+	benchenv.IsolateFlag(fs, &c.isolate)
 	fs.DurationVar(&c.sampleEvery, "sample-every", 100*time.Millisecond, "scrape each mount's fetches in flight this often (0: off)")
 	cli.MountArgs(fs, &c.mountArgs, "one more argument for every dsmount mount (repeatable), e.g. --mount-arg=--log-level=debug")
 	cli.DaemonEnv(fs, &c.daemonEnv, "one more KEY=VALUE in every mount's daemon environment (repeatable), e.g. --daemon-env=GOMAXPROCS=2")
@@ -139,7 +134,7 @@ func Main(args []string) error {
 	if c.warmStore < 0 {
 		return cli.Usagef("--warm-store must be 0 or more")
 	}
-	if c.rounds < 1 || c.readers < 1 || c.getsPar < 1 || c.files < 1 || c.fileSize < 1 || c.largeMiB < 1 {
+	if c.rounds < 1 || c.readers < 1 || c.getsPar < 1 || c.Files < 1 || c.FileSize < 1 || c.largeMiB < 1 {
 		return cli.Usagef("--rounds, --readers, --gets, --files, --file-size and --large-mib must be positive")
 	}
 
@@ -155,7 +150,7 @@ func Main(args []string) error {
 
 	t := testenv.NewProgramT("dsmount-benchorder")
 	defer t.Close()
-	e := &env{cfg: c, fs: fs, t: t, work: t.TempDir()}
+	e := &env{Run: benchenv.StartRun(t, bucket, c.isolate), cfg: c, fs: fs}
 	setup(e)
 	warmStore(e)
 
@@ -194,33 +189,32 @@ func Main(args []string) error {
 // setup generates and uploads the data, starts the proxies and builds
 // dsmount.
 func setup(e *env) {
-	c, t := e.cfg, e.t
-	e.store = benchenv.StartStore(t, bucket, c.isolate)
+	c, t := e.cfg, e.T
 	if c.isolate {
-		cli.Logf("%s", e.store.CPUNote)
+		cli.Logf("%s", e.Store.CPUNote)
 	}
 
 	if !c.skipSmall {
-		e.smallSrc = filepath.Join(e.work, "src-small")
+		e.smallSrc = filepath.Join(e.Work, "src-small")
 		t0 := time.Now()
-		e.paths = benchenv.Generate(t, e.smallSrc, benchenv.SmallFiles(9, c.files, c.fileSize))
+		e.paths = benchenv.Generate(t, e.smallSrc, c.Spec(9))
 		var err error
 		if e.sizes, e.crcs, err = testenv.Checksums(e.smallSrc, e.paths, 1); err != nil {
 			t.Fatalf("checksums: %v", err)
 		}
 		cli.Logf("small dataset: %d files of %d B (%.2f GB), generated and checksummed in %v",
-			len(e.paths), c.fileSize, float64(len(e.paths))*float64(c.fileSize)/1e9, cli.Since(t0))
+			len(e.paths), c.FileSize, float64(len(e.paths))*float64(c.FileSize)/1e9, cli.Since(t0))
 		t0 = time.Now()
-		e.store.Upload(t, bucket, "ds", e.smallSrc, 32)
+		e.Store.Upload(t, bucket, "ds", e.smallSrc, 32)
 		cli.Logf("uploaded to MinIO in %v", cli.Since(t0))
-		proxy := e.store.AddProxy("small", c.latency, c.jitter)
+		proxy := e.Store.AddProxy("small", c.Proxy)
 		e.smallEndpoint = "http://" + proxy
-		e.smallClient = e.store.Client(e.smallEndpoint)
-		cli.Logf("small files: MinIO %s behind toxiproxy %s (+%d ms ± %d on every answer)", e.store.MinIO.Addr(), proxy, c.latency, c.jitter)
+		e.smallClient = e.Store.Client(e.smallEndpoint)
+		cli.Logf("small files: MinIO %s behind toxiproxy %s (+%d ms ± %d on every answer)", e.Store.MinIO.Addr(), proxy, c.Latency, c.Jitter)
 	}
 
 	if !c.skipLrg {
-		e.largeSrc = filepath.Join(e.work, "src-large")
+		e.largeSrc = filepath.Join(e.Work, "src-large")
 		paths := benchenv.Generate(t, e.largeSrc, testenv.DatasetSpec{Seed: 11, LargeFiles: []int64{c.largeMiB << 20}})
 		e.largeRel = paths[0]
 		var err error
@@ -228,21 +222,18 @@ func setup(e *env) {
 			t.Fatalf("checksum: %v", err)
 		}
 		t0 := time.Now()
-		e.store.Upload(t, bucket, "big", e.largeSrc, 4)
+		e.Store.Upload(t, bucket, "big", e.largeSrc, 4)
 		cli.Logf("large file: %s, %d MiB, uploaded in %v", e.largeRel, c.largeMiB, cli.Since(t0))
-		proxy := e.store.AddProxy("large", c.largeLatency, 0)
+		proxy := e.Store.AddProxy("large", benchenv.Proxy{Latency: c.largeLatency})
 		e.largeEndpoint = "http://" + proxy
-		e.largeClient = e.store.Client(e.largeEndpoint)
+		e.largeClient = e.Store.Client(e.largeEndpoint)
 		shapeLargeLink(e, proxy)
 		if c.streams > 0 {
 			setupStreams(e)
 		}
 	}
 
-	var err error
-	if e.bin, err = testenv.BuildDsmount(filepath.Join(e.work, "bin")); err != nil {
-		t.Fatalf("build: %v", err)
-	}
+	e.Build()
 }
 
 // warmStore runs --warm-store untimed passes of the store's own parallel
@@ -277,7 +268,7 @@ func (e *env) recycleMemory() {
 	}
 	took, err := testenv.RecycleMemory(e.cfg.recycleMiB << 20)
 	if err != nil {
-		e.t.Fatalf("%v", err)
+		e.T.Fatalf("%v", err)
 	}
 	cli.Logf("touched and freed %d MiB of memory (untimed) in %v", e.cfg.recycleMiB, took.Round(time.Millisecond))
 }

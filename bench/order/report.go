@@ -92,7 +92,7 @@ func report(e *env, rounds []roundResult) {
 	}
 	fmt.Printf("ratio: small files, files/s vs the ceiling of the same round; large file, MB/s vs one connection of the same round; streams, MB/s vs the store's own GETs over the same files in the same round\n")
 	fmt.Printf("cpu busy: cores busy on the whole machine (MinIO, toxiproxy, dd included); proc cpu: this program (GETs) or the dsmount daemon (mount passes); store cpu: MinIO and toxiproxy\n")
-	fmt.Printf("cpus: %s\n", e.store.CPUNote)
+	fmt.Printf("cpus: %s\n", e.Store.CPUNote)
 	if e.cfg.recycle {
 		fmt.Printf("memory: before every pass %d MiB of fresh memory was touched and freed (untimed; --recycle-memory)\n", e.cfg.recycleMiB)
 	}
@@ -122,7 +122,7 @@ func report(e *env, rounds []roundResult) {
 	fmt.Println()
 	if !c.skipSmall {
 		fmt.Printf("small files: %d files of %d B; MinIO behind toxiproxy +%d ms ± %d; ceiling %d GETs in flight; %d readers; stall passes: work %.2fms/sample (demand %.2fx the ceiling)\n",
-			len(e.paths), c.fileSize, c.latency, c.jitter, c.getsPar, c.readers,
+			len(e.paths), c.FileSize, c.Latency, c.Jitter, c.getsPar, c.readers,
 			float64(rounds[len(rounds)-1].small.work)/1e6, c.demand)
 	}
 	if !c.skipLrg {

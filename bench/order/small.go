@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dsmount/dsmount/bench/internal/cli"
@@ -65,11 +63,11 @@ func ceiling(e *env, order []string) result {
 	for i, p := range order {
 		sizes[i] = e.sizes[p]
 	}
-	meter := measure.Start(e.store, measure.Self)
+	meter := measure.Start(e.Store, measure.Self)
 	p, err := measure.RawGets(e.smallClient, bucket, "ds", order, sizes, e.cfg.getsPar)
 	usage := meter.Stop()
 	if err != nil {
-		e.t.Fatalf("ceiling GETs: %v", err)
+		e.T.Fatalf("ceiling GETs: %v", err)
 	}
 	return result{name: "ceiling (raw GETs)", Pass: p, Usage: usage, stall: -1,
 		note: fmt.Sprintf("%d ranged GetObject in flight, no filesystem; proc cpu: this program", e.cfg.getsPar)}
@@ -80,8 +78,8 @@ func ceiling(e *env, order []string) result {
 // first runs `dsmount order` (inside the timed span); with work > 0 each
 // reader sleeps work after each sample.
 func epochPass(e *env, round int, name string, order []string, declare bool, work time.Duration) result {
-	c, t := e.cfg, e.t
-	dir := filepath.Join(e.work, fmt.Sprintf("round%d-%s", round, strings.NewReplacer(" ", "", ",", "-").Replace(name)))
+	c, t := e.cfg, e.T
+	dir := filepath.Join(e.Work, fmt.Sprintf("round%d-%s", round, strings.NewReplacer(" ", "", ",", "-").Replace(name)))
 	os.MkdirAll(dir, 0o755)
 	orderFile := filepath.Join(dir, "order.txt")
 	if err := os.WriteFile(orderFile, []byte(strings.Join(order, "\n")+"\n"), 0o644); err != nil {
@@ -91,11 +89,11 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	mp := m.Dir()
 
 	smp := startSampler(metricsURL, c.sampleEvery)
-	meter := measure.Start(e.store, measure.Proc(m.Pid()))
+	meter := measure.Start(e.Store, measure.Proc(m.Pid()))
 	start := time.Now()
 	var declTime time.Duration
 	if declare {
-		r := testenv.RunCLI(e.bin, nil, 5*time.Minute, "order", mp, "--job", "bench", "--epoch", "0", orderFile, "--json")
+		r := testenv.RunCLI(e.Bin, nil, 5*time.Minute, "order", mp, "--job", "bench", "--epoch", "0", orderFile, "--json")
 		declTime = r.Duration
 		if r.ExitCode != 0 {
 			t.Fatalf("dsmount order: exit %d\nstdout: %s\nstderr: %s", r.ExitCode, r.Stdout, r.Stderr)
@@ -124,7 +122,7 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	if rs.files != int64(len(order)) {
 		t.Fatalf("%s: read %d files, the order has %d", name, rs.files, len(order))
 	}
-	st, err := testenv.StatsErr(e.bin, mp)
+	st, err := testenv.StatsErr(e.Bin, mp)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -212,81 +210,63 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // a reader's total sleep is its samples times work). It stops at the first
 // error and returns it.
 func readEpoch(e *env, root string, order []string, readers int, work time.Duration) (readStats, error) {
-	var (
-		next     atomic.Int64
-		stop     atomic.Bool
-		mu       sync.Mutex
-		total    readStats
-		firstErr error
-		once     sync.Once
-		wg       sync.WaitGroup
-	)
-	fail := func(err error) { once.Do(func() { firstErr = err }); stop.Store(true) }
+	var each []*readStats // every reader's own, summed at the end
 	epochStart := time.Now()
-	for range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var my readStats
-			var owed time.Duration
-			buf := make([]byte, 1<<20)
-			h := crc32.New(castagnoli)
-			defer func() {
-				mu.Lock()
-				total.files += my.files
-				total.bytes += my.bytes
-				total.readTime += my.readTime
-				total.slept += my.slept
-				total.lat = append(total.lat, my.lat...)
-				for i, n := range my.slowAt {
-					total.slowAt[i] += n
-				}
-				total.slow = append(total.slow, my.slow...)
-				mu.Unlock()
-			}()
-			for !stop.Load() {
-				i := next.Add(1) - 1
-				if i >= int64(len(order)) {
-					return
-				}
-				p := order[i]
-				t0 := time.Now()
-				h.Reset()
-				n, err := readFile(filepath.Join(root, filepath.FromSlash(p)), buf, h)
-				rt := time.Since(t0)
-				my.readTime += rt
-				my.lat = append(my.lat, rt)
-				if rt > slowRead {
-					my.slowAt[i*10/int64(len(order))]++
-					my.slow = append(my.slow, slowReadAt{at: t0.Sub(epochStart), pos: i, took: rt})
-				}
-				if err != nil {
-					fail(fmt.Errorf("read %s: %w", p, err))
-					return
-				}
-				if n != e.sizes[p] {
-					fail(fmt.Errorf("%s: read %d bytes, the source has %d", p, n, e.sizes[p]))
-					return
-				}
-				if sum := h.Sum32(); sum != e.crcs[p] {
-					fail(fmt.Errorf("%s: CRC-32C %08x, the source's is %08x", p, sum, e.crcs[p]))
-					return
-				}
-				my.files++
-				my.bytes += n
-				if work > 0 {
-					owed += work
-					if d := owed - my.slept; d > 0 {
-						s0 := time.Now()
-						time.Sleep(d)
-						my.slept += time.Since(s0)
-					}
+	err := testenv.Parallel(len(order), readers, func() func(int) error {
+		my := &readStats{}
+		each = append(each, my)
+		var owed time.Duration
+		buf := make([]byte, 1<<20)
+		h := crc32.New(castagnoli)
+		return func(i int) error {
+			p := order[i]
+			t0 := time.Now()
+			h.Reset()
+			n, err := readFile(filepath.Join(root, filepath.FromSlash(p)), buf, h)
+			rt := time.Since(t0)
+			my.readTime += rt
+			my.lat = append(my.lat, rt)
+			if rt > slowRead {
+				my.slowAt[i*10/len(order)]++
+				my.slow = append(my.slow, slowReadAt{at: t0.Sub(epochStart), pos: int64(i), took: rt})
+			}
+			if err != nil {
+				return fmt.Errorf("read %s: %w", p, err)
+			}
+			if n != e.sizes[p] {
+				return fmt.Errorf("%s: read %d bytes, the source has %d", p, n, e.sizes[p])
+			}
+			if sum := h.Sum32(); sum != e.crcs[p] {
+				return fmt.Errorf("%s: CRC-32C %08x, the source's is %08x", p, sum, e.crcs[p])
+			}
+			my.files++
+			my.bytes += n
+			if work > 0 {
+				// The simulated training step, compensated: a reader
+				// that overslept sleeps that much less next time.
+				owed += work
+				if d := owed - my.slept; d > 0 {
+					s0 := time.Now()
+					time.Sleep(d)
+					my.slept += time.Since(s0)
 				}
 			}
-		}()
+			return nil
+		}
+	})
+	var total readStats
+	for _, my := range each {
+		total.files += my.files
+		total.bytes += my.bytes
+		total.readTime += my.readTime
+		total.slept += my.slept
+		total.lat = append(total.lat, my.lat...)
+		for i, n := range my.slowAt {
+			total.slowAt[i] += n
+		}
+		total.slow = append(total.slow, my.slow...)
 	}
-	wg.Wait()
-	return total, firstErr
+	return total, err
 }
 
 // readFile reads name whole into w through buf: open, read until EOF, close.

@@ -34,8 +34,8 @@ type streamsRound struct {
 // under the "streams" prefix. They are served through the large file's
 // proxy, shaped the same.
 func setupStreams(e *env) {
-	c, t := e.cfg, e.t
-	src := filepath.Join(e.work, "src-streams")
+	c, t := e.cfg, e.T
+	src := filepath.Join(e.Work, "src-streams")
 	sizes := make([]int64, c.streams)
 	for i := range sizes {
 		sizes[i] = c.streamMiB << 20
@@ -49,7 +49,7 @@ func setupStreams(e *env) {
 		e.streamFiles = append(e.streamFiles, streamFile{rel: p, size: n, crc: crc})
 	}
 	t0 := time.Now()
-	e.store.Upload(t, bucket, "streams", src, 4)
+	e.Store.Upload(t, bucket, "streams", src, 4)
 	cli.Logf("streams: %d files of %d MiB, uploaded in %v", c.streams, c.streamMiB, cli.Since(t0))
 }
 
@@ -73,7 +73,7 @@ func streamsStorePar(e *env, par int) result {
 	}
 	r, err := rangedGets(e, gets, par)
 	if err != nil {
-		e.t.Fatalf("parallel ranged GETs of the streams files: %v", err)
+		e.T.Fatalf("parallel ranged GETs of the streams files: %v", err)
 	}
 	r.name, r.Files = "streams: store, 16 GETs", int64(len(e.streamFiles))
 	r.note = fmt.Sprintf("%d ranged GetObject of 4 MiB in flight over the %d files, no filesystem: the reference; proc cpu: this program", par, len(e.streamFiles))
@@ -83,12 +83,12 @@ func streamsStorePar(e *env, par int) result {
 // streamsDD runs one dd per streams file, all at once, on a fresh mount and
 // cache dir, then checks every file's bytes through the mount (untimed).
 func streamsDD(e *env, round int) result {
-	t := e.t
-	dir := filepath.Join(e.work, fmt.Sprintf("round%d-streams", round))
+	t := e.T
+	dir := filepath.Join(e.Work, fmt.Sprintf("round%d-streams", round))
 	m, metricsURL := e.startMount(dir, "s3://"+bucket+"/streams", e.largeEndpoint)
 	mp := m.Dir()
 
-	meter := measure.Start(e.store, measure.Proc(m.Pid()))
+	meter := measure.Start(e.Store, measure.Proc(m.Pid()))
 	smp := startSampler(metricsURL, e.cfg.sampleEvery)
 	var wg sync.WaitGroup
 	got := make([]int64, len(e.streamFiles))
@@ -115,7 +115,7 @@ func streamsDD(e *env, round int) result {
 		}
 		total += got[i]
 	}
-	st, err := testenv.StatsErr(e.bin, mp)
+	st, err := testenv.StatsErr(e.Bin, mp)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -93,22 +93,22 @@ func runTailRound(e *env, r int, work time.Duration) []tailPair {
 // dataset: an epoch of order (declared or not, with work per sample), or,
 // with no order, `dsmount warm` of everything.
 func tailPass(e *env, round int, what string, order []string, declare bool, work time.Duration, pct float64) tailResult {
-	c, t := e.cfg, e.t
+	c, t := e.cfg, e.T
 	name := fmt.Sprintf("%s, %g%% stalled", what, pct)
-	dir := filepath.Join(e.work, fmt.Sprintf("round%d-tail-%s-%g", round, strings.NewReplacer(" ", "", ",", "-").Replace(what), pct))
+	dir := filepath.Join(e.Work, fmt.Sprintf("round%d-tail-%s-%g", round, strings.NewReplacer(" ", "", ",", "-").Replace(what), pct))
 	os.MkdirAll(dir, 0o755)
 	m, _ := e.startMount(dir, "s3://"+bucket+"/ds", e.smallEndpoint)
 	mp := m.Dir()
 	if pct > 0 {
-		e.store.Proxy.AddToxic("small", testenv.Toxic{Name: "stall", Type: "timeout", Stream: "downstream", Toxicity: pct / 100,
+		e.Store.Toxiproxy.AddToxic("small", testenv.Toxic{Name: "stall", Type: "timeout", Stream: "downstream", Toxicity: pct / 100,
 			Attributes: map[string]any{"timeout": 0}})
 	}
-	meter := measure.Start(e.store, measure.Proc(m.Pid()))
+	meter := measure.Start(e.Store, measure.Proc(m.Pid()))
 	start := time.Now()
 	var rs readStats
 	var err error
 	if order == nil {
-		r := testenv.RunCLI(e.bin, nil, 30*time.Minute, "warm", mp, "--json")
+		r := testenv.RunCLI(e.Bin, nil, 30*time.Minute, "warm", mp, "--json")
 		if r.ExitCode != 0 {
 			err = fmt.Errorf("dsmount warm: exit %d: %s", r.ExitCode, r.Stderr)
 		}
@@ -125,12 +125,12 @@ func tailPass(e *env, round int, what string, order []string, declare bool, work
 	el := time.Since(start)
 	usage := meter.Stop()
 	if pct > 0 {
-		e.store.Proxy.RemoveToxic("small", "stall")
+		e.Store.Toxiproxy.RemoveToxic("small", "stall")
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	st, err := testenv.StatsErr(e.bin, mp)
+	st, err := testenv.StatsErr(e.Bin, mp)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -164,11 +164,11 @@ func tailPass(e *env, round int, what string, order []string, declare bool, work
 func declareOrder(e *env, dir, mp string, order []string) {
 	orderFile := filepath.Join(dir, "order.txt")
 	if err := os.WriteFile(orderFile, []byte(strings.Join(order, "\n")+"\n"), 0o644); err != nil {
-		e.t.Fatalf("%v", err)
+		e.T.Fatalf("%v", err)
 	}
-	r := testenv.RunCLI(e.bin, nil, 5*time.Minute, "order", mp, "--job", "bench", "--epoch", "0", orderFile)
+	r := testenv.RunCLI(e.Bin, nil, 5*time.Minute, "order", mp, "--job", "bench", "--epoch", "0", orderFile)
 	if r.ExitCode != 0 {
-		e.t.Fatalf("dsmount order: exit %d\nstdout: %s\nstderr: %s", r.ExitCode, r.Stdout, r.Stderr)
+		e.T.Fatalf("dsmount order: exit %d\nstdout: %s\nstderr: %s", r.ExitCode, r.Stdout, r.Stderr)
 	}
 }
 
@@ -204,7 +204,7 @@ func reportTail(e *env, rounds [][]tailPair) {
 		}
 	}
 	fmt.Printf("tail: %d files of %d B, MinIO behind toxiproxy +%d ms ± %d, %d readers; stalled = a toxiproxy timeout toxic (never closes) on that share of connections\n",
-		len(e.paths), c.fileSize, c.latency, c.jitter, c.readers)
+		len(e.paths), c.FileSize, c.Latency, c.Jitter, c.readers)
 	verdict(fmt.Sprintf("cold epoch, %g%% of connections stalled / healthy (files/s)", c.stallPct), coldRatio, ">=", 0.8, "%.2f")
 	verdict(fmt.Sprintf("cold epoch, %g%% stalled: slowest read (s)", c.stallPct), coldMax, "<=", 2, "%.2f")
 	verdict(fmt.Sprintf("declared epoch, %g%% stalled / healthy (seconds stalled)", c.stallDeclaredPct), stallRatio, "<=", 2, "%.2f")

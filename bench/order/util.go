@@ -91,7 +91,7 @@ func (e *env) startMount(dir, source, endpoint string) (*testenv.Mount, string) 
 	if e.cfg.sampleEvery > 0 {
 		ports, err := testenv.FreePorts(1)
 		if err != nil {
-			e.t.Fatalf("%v", err)
+			e.T.Fatalf("%v", err)
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 		args = append(args, "--metrics-addr", addr)
@@ -102,7 +102,7 @@ func (e *env) startMount(dir, source, endpoint string) (*testenv.Mount, string) 
 	if e.cfg.profileDir != "" {
 		extraEnv = append(extraEnv, "DSMOUNT_CPUPROFILE="+filepath.Join(e.cfg.profileDir, filepath.Base(dir)+".pprof"))
 	}
-	m := testenv.StartMount(e.t, testenv.MountConfig{Bin: e.bin, Source: source, Mountpoint: mp, Env: e.store.MinIO.Env(extraEnv...), Args: args})
+	m := testenv.StartMount(e.T, testenv.MountConfig{Bin: e.Bin, Source: source, Mountpoint: mp, Env: e.Store.MinIO.Env(extraEnv...), Args: args})
 	return m, url
 }
 
@@ -111,10 +111,10 @@ func (e *env) startMount(dir, source, endpoint string) (*testenv.Mount, string) 
 func (e *env) checkThroughMount(mp, rel string, crc uint32) {
 	_, sum, err := testenv.CRCFile(filepath.Join(mp, filepath.FromSlash(rel)))
 	if err != nil {
-		e.t.Fatalf("re-reading %s through the mount: %v", rel, err)
+		e.T.Fatalf("re-reading %s through the mount: %v", rel, err)
 	}
 	if sum != crc {
-		e.t.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", rel, sum, crc)
+		e.T.Fatalf("%s through the mount: CRC-32C %08x, the source's is %08x", rel, sum, crc)
 	}
 }
 
@@ -124,7 +124,7 @@ func (e *env) stopMount(m *testenv.Mount, dir string) []string {
 	logs := m.ProblemLogs()
 	m.Stop()
 	if err := testenv.SettleKeeping(dir); err != nil {
-		e.t.Fatalf("settle %s: %v", dir, err)
+		e.T.Fatalf("settle %s: %v", dir, err)
 	}
 	return logs
 }

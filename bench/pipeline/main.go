@@ -25,12 +25,13 @@ const Summary = "a PyTorch image pipeline on dsmount, rclone and s3fs against th
 const python = "/usr/bin/python3"
 
 type config struct {
-	images, classes, latency, jitter, batch int
-	workers                                 []int
-	isolate                                 bool
-	systems                                 []string // table names, in systemFlags' order
-	seriesEpochs, seriesWorkers             int
-	plot, json                              string
+	benchenv.Proxy
+	images, classes, batch      int
+	workers                     []int
+	isolate                     bool
+	systems                     []string // table names, in systemFlags' order
+	seriesEpochs, seriesWorkers int
+	plot, json                  string
 }
 
 func parseFlags(args []string) (config, error) {
@@ -38,11 +39,10 @@ func parseFlags(args []string) (config, error) {
 	fs := cli.NewFlagSet("pipeline", Summary)
 	fs.IntVar(&c.images, "images", 6000, "images in the generated folder")
 	fs.IntVar(&c.classes, "classes", 256, "class directories")
-	fs.IntVar(&c.latency, "latency", 20, "ms the proxy adds to every answer")
-	fs.IntVar(&c.jitter, "jitter", 5, "± ms of jitter on --latency")
+	c.Proxy.AddFlags(fs, 5)
 	fs.IntVar(&c.batch, "batch", 64, "DataLoader batch size")
 	workers := fs.String("workers", "1,2,4,7", `comma-separated DataLoader num_workers of the cold/hot table ("none": no table)`)
-	fs.BoolVar(&c.isolate, "isolate-backend", false, "MinIO and toxiproxy on CPU 0, everything else on the other CPUs")
+	benchenv.IsolateFlag(fs, &c.isolate)
 	var names []string
 	for _, s := range systemFlags {
 		names = append(names, s.flag)
@@ -80,7 +80,7 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("want 1 <= --classes <= --images, got %d and %d", c.classes, c.images)
 	case c.batch < 1:
 		return c, fmt.Errorf("--batch %d: want at least 1", c.batch)
-	case c.latency < 0 || c.jitter < 0:
+	case c.Latency < 0 || c.Jitter < 0:
 		return c, errors.New("--latency and --jitter can't be negative")
 	case c.seriesEpochs < 0 || c.seriesEpochs > 100:
 		return c, fmt.Errorf("--series-epochs %d: want 0 to 100", c.seriesEpochs)
@@ -171,15 +171,15 @@ func Main(args []string) error {
 	store := benchenv.StartStore(t, "bench", cfg.isolate)
 	b.mc = store.MinIO
 	store.Upload(t, "bench", "caltech", b.src, 32)
-	b.proxy = store.AddProxy("minio", cfg.latency, cfg.jitter)
+	b.proxy = store.AddProxy("minio", cfg.Proxy)
 	cpuNote := store.CPUNote
-	cli.Logf("store: MinIO behind toxiproxy (+%d ms ± %d); %s", cfg.latency, cfg.jitter, cpuNote)
+	cli.Logf("store: MinIO behind toxiproxy (+%d ms ± %d); %s", cfg.Latency, cfg.Jitter, cpuNote)
 	if b.bin, err = testenv.BuildDsmount(filepath.Join(b.work, "bin")); err != nil {
 		t.Fatalf("build: %v", err)
 	}
 
 	res := &results{Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Command: commandLine(args), Images: gen.Images, Bytes: gen.Bytes,
-		Classes: cfg.classes, Batch: cfg.batch, Latency: cfg.latency, Jitter: cfg.jitter, CPUs: cpuNote, Workers: cfg.workers}
+		Classes: cfg.classes, Batch: cfg.batch, Latency: cfg.Latency, Jitter: cfg.Jitter, CPUs: cpuNote, Workers: cfg.workers}
 	res.Ceiling = storeCeiling(t, store.Client("http://"+b.proxy), b.src)
 	cli.Logf("store ceiling: %.0f images/s (64 GETs in flight)", res.Ceiling)
 

@@ -74,7 +74,7 @@ func setup(t *benchT, c config, en *ending) *env {
 	serverPid := e.startServer()
 	tp := testenv.StartToxiproxy(t)
 	e.endpoint = "http://" + tp.AddProxy("s3", e.server)
-	tp.AddLatency("s3", c.latency, c.jitter)
+	tp.AddLatency("s3", c.Latency, c.Jitter)
 	e.cpuNote = "all processes share all CPUs"
 	if c.isolate {
 		if _, err := testenv.IsolateBackend(serverPid, tp.Pid()); err != nil {
@@ -92,7 +92,7 @@ func setup(t *benchT, c config, en *ending) *env {
 	}
 	cli.Logf("dsmount %s, ready in %v", e.bin, time.Since(t0).Round(time.Second))
 	cli.Logf("store: %d objects of %d bytes in %d dirs at %s, behind toxiproxy (+%d ms ± %d) at %s; %s",
-		c.objects, c.size, c.dirs, e.server, c.latency, c.jitter, e.endpoint, e.cpuNote)
+		c.objects, c.size, c.dirs, e.server, c.Latency, c.Jitter, e.endpoint, e.cpuNote)
 	return e
 }
 

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dsmount/dsmount/bench/internal/benchenv"
 	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -24,9 +25,9 @@ const bucket = "imagenet"
 const serveArg = "serve-s3"
 
 type config struct {
-	objects, dirs    int
-	size             int64
-	latency, jitter  int
+	objects, dirs int
+	size          int64
+	benchenv.Proxy
 	parallel         int
 	subset           float64
 	readers          int
@@ -76,12 +77,11 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.objects, "objects", 1281167, "objects in the store")
 	fs.IntVar(&c.dirs, "dirs", 1000, "class directories the objects are spread over")
 	fs.Int64Var(&c.size, "size", 1024, "bytes per object")
-	fs.IntVar(&c.latency, "latency", 20, "ms the proxy adds to every answer")
-	fs.IntVar(&c.jitter, "jitter", 0, "± ms of jitter on --latency")
+	c.Proxy.AddFlags(fs, 0)
 	fs.IntVar(&c.parallel, "parallel", 32, "listing workers of the reference tree walk")
 	fs.Float64Var(&c.subset, "subset", 0.05, "fraction of the dataset warmed, and another read in the cold epoch")
 	fs.IntVar(&c.readers, "readers", 8, "reading goroutines of the cold epoch")
-	fs.BoolVar(&c.isolate, "isolate-backend", false, "the S3 server and toxiproxy on CPU 0, everything else on the other CPUs")
+	benchenv.IsolateFlag(fs, &c.isolate)
 	fs.BoolVar(&c.warmAll, "warm-all", false, "warm every object before the remount, so it starts with a chunk record per object")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work dir (cache, local tree, lists) and say where it is")
 	fs.StringVar(&c.out, "out", "", "also write the markdown report to this file")
@@ -102,7 +102,7 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case c.objects < 1 || c.dirs < 1 || c.dirs > c.objects:
 		return c, fmt.Errorf("want 1 <= --dirs <= --objects, got %d and %d", c.dirs, c.objects)
-	case c.size < 0 || c.latency < 0 || c.jitter < 0:
+	case c.size < 0 || c.Latency < 0 || c.Jitter < 0:
 		return c, fmt.Errorf("--size, --latency and --jitter can't be negative")
 	case c.parallel < 1 || c.readers < 1:
 		return c, fmt.Errorf("--parallel and --readers must be positive")

@@ -14,7 +14,7 @@ func TestParseFlags(t *testing.T) {
 	if c.objects != 20000 || c.dirs != 20 || !c.skip["ls"] || !c.skip["order-py"] || len(c.skip) != 2 || c.mountArgs[0] != "--chunk-size=1M" {
 		t.Fatalf("%+v", c)
 	}
-	if c.size != 1024 || c.latency != 20 || c.parallel != 32 || c.subset != 0.05 || c.readers != 8 {
+	if c.size != 1024 || c.Latency != 20 || c.parallel != 32 || c.subset != 0.05 || c.readers != 8 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	for _, bad := range [][]string{{"--skip", "nope"}, {"--dirs", "0"}, {"--objects", "5", "--dirs", "6"}, {"--subset", "0.9"}, {"extra"}} {

@@ -82,7 +82,7 @@ func (e *env) report() string {
 	fmt.Fprintf(&b, "- Date: %s; run took %s\n", e.started.Format("2006-01-02 15:04 MST"), time.Since(e.started).Round(time.Second))
 	fmt.Fprintf(&b, "- Machine: %s\n", machine())
 	fmt.Fprintf(&b, "- CPUs: %s\n", e.cpuNote)
-	fmt.Fprintf(&b, "- Store: generated S3 server (testenv.GenS3) in its own process, behind toxiproxy adding %d ms (± %d) to every answer\n", c.latency, c.jitter)
+	fmt.Fprintf(&b, "- Store: generated S3 server (testenv.GenS3) in its own process, behind toxiproxy adding %d ms (± %d) to every answer\n", c.Latency, c.Jitter)
 	fmt.Fprintf(&b, "- Command: `go run ./bench scale %s`\n\n", strings.Join(e.args, " "))
 	b.WriteString(table(e.rows))
 	passes, misses := 0, 0

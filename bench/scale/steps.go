@@ -21,6 +21,7 @@ import (
 
 	"github.com/dsmount/dsmount/bench/internal/benchenv"
 	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -340,15 +341,10 @@ func timeLs(mnt, local string, want int) (lsTimes, error) {
 	var t lsTimes
 	var mc, lc, mw, lw []float64
 	run := func(dir string) (time.Duration, error) {
-		cmd := exec.Command("ls", "-l", dir)
-		cmd.Env = append(os.Environ(), "LC_ALL=C")
 		var out bytes.Buffer
-		cmd.Stdout = &out
-		t0 := time.Now()
-		err := cmd.Run()
-		d := time.Since(t0)
+		d, err := measure.Ls(&out, "-l", dir)
 		if err != nil {
-			return 0, fmt.Errorf("ls -l %s: %w", dir, err)
+			return 0, err
 		}
 		if n := bytes.Count(out.Bytes(), []byte("\n")) - 1; n != want { // less the "total" line
 			return 0, fmt.Errorf("ls -l %s: %d entries, want %d", dir, n, want)
@@ -461,40 +457,21 @@ func (e *env) warmAndEpoch(c *carried) {
 // readFiles reads the files of the given key indices through the mount,
 // e.cfg.readers at a time, and checks each one's bytes.
 func (e *env) readFiles(items []int) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, e.cfg.readers)
-	for w := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			want := make([]byte, e.cfg.size)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(items)) {
-					return
-				}
-				key := e.keys.Key(items[i])
-				data, err := os.ReadFile(filepath.Join(e.mnt, key))
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				testenv.GenS3ReadAt(key, want, 0)
-				if !bytes.Equal(data, want) {
-					errs[w] = fmt.Errorf("%s: %d bytes through the mount differ from the store's %d", key, len(data), len(want))
-					return
-				}
+	return testenv.Parallel(len(items), e.cfg.readers, func() func(int) error {
+		want := make([]byte, e.cfg.size)
+		return func(i int) error {
+			key := e.keys.Key(items[i])
+			data, err := os.ReadFile(filepath.Join(e.mnt, key))
+			if err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
+			testenv.GenS3ReadAt(key, want, 0)
+			if !bytes.Equal(data, want) {
+				return fmt.Errorf("%s: %d bytes through the mount differ from the store's %d", key, len(data), len(want))
+			}
+			return nil
 		}
-	}
-	return nil
+	})
 }
 
 // cliJSON decodes a dsmount command's --json output, wanting exit 0.

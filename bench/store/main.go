@@ -26,8 +26,10 @@ const Summary = "what the store (MinIO behind toxiproxy) costs in CPU per GET, b
 const bucket = "bench"
 
 type config struct {
-	files, fileSize, gets, rounds, latency, jitter int
-	pace                                           float64
+	benchenv.Dataset
+	benchenv.Proxy
+	gets, rounds int
+	pace         float64
 }
 
 // env is the store and the dataset every pass reads.
@@ -56,17 +58,15 @@ func (p pass) store() float64            { return p.minio[0] + p.minio[1] + p.to
 func Main(args []string) error {
 	var c config
 	fs := cli.NewFlagSet("store", Summary)
-	fs.IntVar(&c.files, "files", 10000, "number of small files")
-	fs.IntVar(&c.fileSize, "file-size", 110_000, "size of each file in bytes")
+	c.Dataset.AddFlags(fs)
 	fs.IntVar(&c.gets, "gets", 64, "GETs in flight")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds of all passes")
-	fs.IntVar(&c.latency, "latency", 20, "ms toxiproxy adds to every answer")
-	fs.IntVar(&c.jitter, "jitter", 5, "± ms of jitter on that latency")
+	c.Proxy.AddFlags(fs, 5)
 	fs.Float64Var(&c.pace, "pace", 0.6, "the paced pass's rate, as a fraction of raw's rate in the same round")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if c.files < 1 || c.fileSize < 1 || c.gets < 1 || c.rounds < 1 || c.pace <= 0 || c.pace > 1 {
+	if c.Files < 1 || c.FileSize < 1 || c.gets < 1 || c.rounds < 1 || c.pace <= 0 || c.pace > 1 {
 		return cli.Usagef("--files, --file-size, --gets and --rounds must be positive and --pace in (0, 1]")
 	}
 	t := testenv.NewProgramT("dsmount-benchstore")
@@ -109,15 +109,15 @@ func setup(t *testenv.ProgramT, c config) *env {
 	e := &env{cfg: c, t: t}
 	e.store = benchenv.StartStore(t, bucket, false)
 	src := filepath.Join(t.TempDir(), "src")
-	e.paths = benchenv.Generate(t, src, benchenv.SmallFiles(9, c.files, c.fileSize))
+	e.paths = benchenv.Generate(t, src, c.Spec(9))
 	e.store.Upload(t, bucket, "ds", src, 32)
-	proxy := e.store.AddProxy("small", c.latency, c.jitter)
+	proxy := e.store.AddProxy("small", c.Proxy)
 	endpoint := "http://" + proxy
 	user, pass := e.store.MinIO.Creds()
 	e.client = e.store.Client(endpoint)
 	e.sizes = make([]int64, len(e.paths))
 	for i := range e.sizes {
-		e.sizes[i] = int64(c.fileSize)
+		e.sizes[i] = int64(c.FileSize)
 	}
 	// The backend takes its credentials from the standard AWS variables,
 	// as the daemon does.
@@ -139,21 +139,21 @@ func setup(t *testenv.ProgramT, c config) *env {
 		}
 		e.objs = append(e.objs, o)
 	}
-	cli.Logf("%d files of %d B in MinIO %s behind toxiproxy %s (+%d ms ± %d)", c.files, c.fileSize, e.store.MinIO.Addr(), proxy, c.latency, c.jitter)
+	cli.Logf("%d files of %d B in MinIO %s behind toxiproxy %s (+%d ms ± %d)", c.Files, c.FileSize, e.store.MinIO.Addr(), proxy, c.Latency, c.Jitter)
 	return e
 }
 
 // timed runs fn and records its time and the store's CPU.
 func (e *env) timed(name string, fn func() error) pass {
 	m0u, m0s := testenv.ProcCPUSplit(e.store.MinIO.Pid())
-	t0u, t0s := testenv.ProcCPUSplit(e.store.Proxy.Pid())
+	t0u, t0s := testenv.ProcCPUSplit(e.store.Toxiproxy.Pid())
 	start := time.Now()
 	if err := fn(); err != nil {
 		e.t.Fatalf("%s: %v", name, err)
 	}
 	p := pass{name: name, elapsed: time.Since(start)}
 	m1u, m1s := testenv.ProcCPUSplit(e.store.MinIO.Pid())
-	t1u, t1s := testenv.ProcCPUSplit(e.store.Proxy.Pid())
+	t1u, t1s := testenv.ProcCPUSplit(e.store.Toxiproxy.Pid())
 	p.minio = [2]float64{m1u - m0u, m1s - m0s}
 	p.toxi = [2]float64{t1u - t0u, t1s - t0s}
 	return p
@@ -174,35 +174,22 @@ func (e *env) sdkGets(order []int) error {
 // cfg.gets in flight; with rate > 0 the i-th GET starts no earlier than
 // i/rate seconds after the first.
 func (e *env) rawGets(order []int, rate float64) error {
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range e.cfg.gets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, e.cfg.fileSize)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(order)) {
-					return
-				}
-				if rate > 0 {
-					time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
-				}
-				obj := e.objs[order[i]]
-				n, err := e.be.ReadAt(context.Background(), obj, buf[:obj.Size], 0)
-				if n != int(obj.Size) {
-					once.Do(func() { firstErr = fmt.Errorf("%s: read %d of %d bytes: %v", obj.Key, n, obj.Size, err) })
-					return
-				}
+	return testenv.Parallel(len(order), e.cfg.gets, func() func(int) error {
+		buf := make([]byte, e.cfg.FileSize)
+		return func(i int) error {
+			if rate > 0 {
+				// Pacing, not synchronisation: a loader asking at rate.
+				time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
 			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
+			obj := e.objs[order[i]]
+			n, err := e.be.ReadAt(context.Background(), obj, buf[:obj.Size], 0)
+			if n != int(obj.Size) {
+				return fmt.Errorf("%s: read %d of %d bytes: %v", obj.Key, n, obj.Size, err)
+			}
+			return nil
+		}
+	})
 }
 
 func report(c config, rounds [][]pass) {
@@ -215,9 +202,9 @@ func report(c config, rounds [][]pass) {
 			if r == 0 {
 				names = append(names, p.name)
 			}
-			per := float64(10000) / float64(c.files)
+			per := float64(10000) / float64(c.Files)
 			ratios[p.name] = append(ratios[p.name], p.store()/sdk)
-			fmt.Printf("%-18s %8.0f %10.2f %10.2f %10.2f %10.2f %9.2fs %12.2f\n", fmt.Sprintf("%s #%d", p.name, r+1), p.filesPerSec(c.files),
+			fmt.Printf("%-18s %8.0f %10.2f %10.2f %10.2f %10.2f %9.2fs %12.2f\n", fmt.Sprintf("%s #%d", p.name, r+1), p.filesPerSec(c.Files),
 				p.minio[0]*per, p.minio[1]*per, p.toxi[0]*per, p.toxi[1]*per, p.store()*per, p.store()/sdk)
 		}
 	}
@@ -225,7 +212,7 @@ func report(c config, rounds [][]pass) {
 	for _, n := range names {
 		fmt.Printf("  %-18s %.2f  (%s)\n", n, testenv.Median(ratios[n]), measure.List(ratios[n], "%.2f"))
 	}
-	fmt.Printf("\nstore: MinIO and toxiproxy (CPU columns in seconds per 10,000 GETs); %d files of %d B; %d in flight; all processes share all CPUs\n", c.files, c.fileSize, c.gets)
+	fmt.Printf("\nstore: MinIO and toxiproxy (CPU columns in seconds per 10,000 GETs); %d files of %d B; %d in flight; all processes share all CPUs\n", c.Files, c.FileSize, c.gets)
 	fmt.Printf("reproduce: go run ./bench store --files=%d --file-size=%d --gets=%d --rounds=%d --latency=%d --jitter=%d --pace=%g\n",
-		c.files, c.fileSize, c.gets, c.rounds, c.latency, c.jitter, c.pace)
+		c.Files, c.FileSize, c.gets, c.rounds, c.Latency, c.Jitter, c.pace)
 }

@@ -22,14 +22,15 @@ const Summary = "`dsmount warm` of a fresh mount against raw GETs from a fresh p
 const bucket = "bench"
 
 type config struct {
-	files, fileSize, parallel int
-	latency, jitter           int
-	chunkSize                 string
-	rounds                    int
-	isolate                   bool
-	profDir                   string
-	daemonEnv                 []string
-	timeline                  bool
+	benchenv.Dataset
+	benchenv.Proxy
+	parallel  int
+	chunkSize string
+	rounds    int
+	isolate   bool
+	profDir   string
+	daemonEnv []string
+	timeline  bool
 }
 
 type result struct {
@@ -41,11 +42,8 @@ type result struct {
 
 // env is what every round shares: the store, the dataset, the binary.
 type env struct {
+	*benchenv.Run
 	cfg      config
-	t        *testenv.ProgramT
-	work     string
-	bin      string
-	store    *benchenv.Store
 	endpoint string // the proxy's URL
 	client   *s3.Client
 	paths    []string
@@ -60,14 +58,12 @@ func Main(args []string) error {
 	}
 	var c config
 	fs := cli.NewFlagSet("warm", Summary)
-	fs.IntVar(&c.files, "files", 10000, "number of small files")
-	fs.IntVar(&c.fileSize, "file-size", 110_000, "size of each file in bytes")
+	c.Dataset.AddFlags(fs)
 	fs.IntVar(&c.parallel, "parallel", 64, "GETs in flight for raw GETs, and dsmount warm --parallel")
-	fs.IntVar(&c.latency, "latency", 20, "ms added by the proxy to every answer from MinIO")
-	fs.IntVar(&c.jitter, "jitter", 5, "± ms of jitter on the latency")
+	c.Proxy.AddFlags(fs, 5)
 	fs.StringVar(&c.chunkSize, "chunk-size", "4M", "dsmount --chunk-size")
 	fs.IntVar(&c.rounds, "rounds", 1, "rounds of (raw GETs, warm)")
-	fs.BoolVar(&c.isolate, "isolate-backend", false, "pin MinIO and toxiproxy to CPU 0, and this program (raw GETs), the daemon and warm to the other CPUs: a remote store's CPU is not the node's")
+	benchenv.IsolateFlag(fs, &c.isolate)
 	fs.StringVar(&c.profDir, "cpuprofile-dir", "", "write CPU profiles to DIR: raw<N>.pprof of the raw-GET process, warm<N>.pprof of the daemon during round N")
 	cli.DaemonEnv(fs, &c.daemonEnv, "one more KEY=VALUE in the daemon's environment (repeatable), e.g. --daemon-env=GOMAXPROCS=1")
 	fs.BoolVar(&c.timeline, "timeline", false, "print, for each pass, when the proxy had passed each tenth of the bytes (its ramp and its tail)")
@@ -114,36 +110,24 @@ func Main(args []string) error {
 // setup generates the dataset, puts it in MinIO behind toxiproxy and
 // builds dsmount.
 func setup(t *testenv.ProgramT, c config) *env {
-	e := &env{cfg: c, t: t, work: t.TempDir()}
-	src := filepath.Join(e.work, "src")
+	e := &env{Run: benchenv.StartRun(t, bucket, c.isolate), cfg: c}
+	src := filepath.Join(e.Work, "src")
 	t0 := time.Now()
-	e.paths = benchenv.Generate(t, src, benchenv.SmallFiles(9, c.files, c.fileSize))
-	e.sizes = make([]int64, len(e.paths))
-	for i, p := range e.paths {
-		st, err := os.Stat(filepath.Join(src, filepath.FromSlash(p)))
-		if err != nil {
-			t.Fatalf("%v", err)
-		}
-		e.sizes[i] = st.Size()
-		e.total += st.Size()
-	}
-	fmt.Fprintf(os.Stderr, "dataset: %d files of %d B (%.2f GB), generated in %v\n", len(e.paths), c.fileSize, float64(e.total)/1e9, cli.Since(t0))
+	e.paths = benchenv.Generate(t, src, c.Spec(9))
+	e.sizes, e.total = benchenv.Sizes(t, src, e.paths)
+	fmt.Fprintf(os.Stderr, "dataset: %d files of %d B (%.2f GB), generated in %v\n", len(e.paths), c.FileSize, float64(e.total)/1e9, cli.Since(t0))
 
-	e.store = benchenv.StartStore(t, bucket, c.isolate)
 	t0 = time.Now()
-	e.store.Upload(t, bucket, "ds", src, 32)
+	e.Store.Upload(t, bucket, "ds", src, 32)
 	fmt.Fprintf(os.Stderr, "uploaded to MinIO in %v\n", cli.Since(t0))
-	proxy := e.store.AddProxy("minio", c.latency, c.jitter)
+	proxy := e.Store.AddProxy("minio", c.Proxy)
 	e.endpoint = "http://" + proxy
-	fmt.Fprintf(os.Stderr, "MinIO %s behind toxiproxy %s (+%d ms ± %d on every answer)\n", e.store.MinIO.Addr(), proxy, c.latency, c.jitter)
+	fmt.Fprintf(os.Stderr, "MinIO %s behind toxiproxy %s (+%d ms ± %d on every answer)\n", e.Store.MinIO.Addr(), proxy, c.Latency, c.Jitter)
 	if c.isolate {
-		fmt.Fprintln(os.Stderr, e.store.CPUNote)
+		fmt.Fprintln(os.Stderr, e.Store.CPUNote)
 	}
-	var err error
-	if e.bin, err = testenv.BuildDsmount(filepath.Join(e.work, "bin")); err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	e.client = e.store.Client(e.endpoint)
+	e.Build()
+	e.client = e.Store.Client(e.endpoint)
 	return e
 }
 
@@ -154,7 +138,7 @@ func (e *env) trace() (stop func() string) {
 	if !e.cfg.timeline {
 		return func() string { return "" }
 	}
-	tl := startTimeline(e.store.Proxy.Pid(), 20*time.Millisecond)
+	tl := startTimeline(e.Store.Toxiproxy.Pid(), 20*time.Millisecond)
 	return func() string { return tl.deciles(e.total) }
 }
 
@@ -163,23 +147,23 @@ func (e *env) trace() (stop func() string) {
 // --timeline.
 func (e *env) rawFresh(round int) (result, string) {
 	c := e.cfg
-	user, pass := e.store.MinIO.Creds()
+	user, pass := e.Store.MinIO.Creds()
 	job := rawJob{Endpoint: e.endpoint, User: user, Pass: pass, Bucket: bucket, Prefix: "ds", Names: e.paths, Sizes: e.sizes, Parallel: c.parallel}
 	if c.profDir != "" {
 		job.Profile = filepath.Join(c.profDir, fmt.Sprintf("raw%d.pprof", round))
 	}
-	m := measure.Start(e.store, nil)
+	m := measure.Start(e.Store, nil)
 	stopTrace := e.trace()
 	n, el, pcpu, err := rawGetsFresh(job)
 	if err != nil {
-		e.t.Fatalf("%v", err)
+		e.T.Fatalf("%v", err)
 	}
 	tl := stopTrace()
 	r := result{Pass: measure.Pass{Files: int64(len(e.paths)), Bytes: n, Elapsed: el}, Usage: m.Stop(),
 		note: fmt.Sprintf("%d GetObject in flight, no filesystem; a new process, timed from start to exit", c.parallel)}
 	r.ProcCPU = pcpu
 	if n != e.total {
-		e.t.Fatalf("raw GETs read %d bytes, want %d", n, e.total)
+		e.T.Fatalf("raw GETs read %d bytes, want %d", n, e.total)
 	}
 	return r, tl
 }
@@ -189,10 +173,10 @@ func (e *env) rawFresh(round int) (result, string) {
 // is fetched whole with a ranged GetObject (bytes=0-(size-1), as the
 // daemon does).
 func (e *env) rawInProcess() result {
-	m := measure.Start(e.store, measure.Self)
+	m := measure.Start(e.Store, measure.Self)
 	p, err := measure.RawGets(e.client, bucket, "ds", e.paths, e.sizes, e.cfg.parallel)
 	if err != nil {
-		e.t.Fatalf("raw GETs: %v", err)
+		e.T.Fatalf("raw GETs: %v", err)
 	}
 	return result{Pass: p, Usage: m.Stop(), note: fmt.Sprintf("%d GetObject in flight, no filesystem", e.cfg.parallel)}
 }
@@ -201,8 +185,8 @@ func (e *env) rawInProcess() result {
 // `dsmount warm MOUNTPOINT --parallel N --json`; it also returns the
 // pass's --timeline.
 func (e *env) warm(round int) (result, string) {
-	c, t := e.cfg, e.t
-	dir := filepath.Join(e.work, fmt.Sprintf("round%d", round))
+	c, t := e.cfg, e.T
+	dir := filepath.Join(e.Work, fmt.Sprintf("round%d", round))
 	daemonEnv := append([]string(nil), c.daemonEnv...)
 	if c.profDir != "" {
 		daemonEnv = append(daemonEnv, "DSMOUNT_CPUPROFILE="+filepath.Join(c.profDir, fmt.Sprintf("warm%d.pprof", round)))
@@ -211,12 +195,12 @@ func (e *env) warm(round int) (result, string) {
 	os.MkdirAll(mp, 0o755)
 	os.MkdirAll(cacheDir, 0o755)
 	t0 := time.Now()
-	m := testenv.StartMount(t, testenv.MountConfig{Bin: e.bin, Source: "s3://" + bucket + "/ds", Mountpoint: mp, Env: e.store.MinIO.Env(daemonEnv...),
+	m := testenv.StartMount(t, testenv.MountConfig{Bin: e.Bin, Source: "s3://" + bucket + "/ds", Mountpoint: mp, Env: e.Store.MinIO.Env(daemonEnv...),
 		Args: []string{"--cache-dir", cacheDir, "--cache-size", "20G", "--chunk-size", c.chunkSize, "--s3-endpoint", e.endpoint, "--s3-path-style"}})
 	mountTime := time.Since(t0)
-	meter := measure.Start(e.store, measure.Proc(m.Pid()))
+	meter := measure.Start(e.Store, measure.Proc(m.Pid()))
 	stopTrace := e.trace()
-	r := testenv.RunCLI(e.bin, nil, 30*time.Minute, "warm", mp, "--parallel", fmt.Sprint(c.parallel), "--json")
+	r := testenv.RunCLI(e.Bin, nil, 30*time.Minute, "warm", mp, "--parallel", fmt.Sprint(c.parallel), "--json")
 	tl := stopTrace()
 	usage := meter.Stop()
 	if r.ExitCode != 0 {
@@ -229,7 +213,7 @@ func (e *env) warm(round int) (result, string) {
 	if rep.ChunksNotCached != 0 || rep.CacheFull || rep.Interrupted || rep.BytesFetched != rep.Bytes {
 		t.Fatalf("dsmount warm did not fetch everything: %+v", rep)
 	}
-	check, err := testenv.WarmCheckErr(e.bin, 10*time.Minute, mp)
+	check, err := testenv.WarmCheckErr(e.Bin, 10*time.Minute, mp)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -284,8 +268,8 @@ func (e *env) report(results []result, ratios, ratiosInproc []float64, timelines
 	fmt.Printf("\nwarm / raw GETs in their own process (files/s): %.2f (median of %d round(s): %s); target >= 0.90: %s\n", med, len(ratios), measure.List(ratios, "%.2f"), verdict)
 	fmt.Printf("context, warm / raw GETs from this long-lived process: %.2f (%s)\n", testenv.Median(ratiosInproc), measure.List(ratiosInproc, "%.2f"))
 	fmt.Printf("%d files of %d B; MinIO behind toxiproxy +%d ms ± %d; %d in flight; --chunk-size %s\n",
-		len(e.paths), c.fileSize, c.latency, c.jitter, c.parallel, c.chunkSize)
-	fmt.Printf("cpus: %s\n", e.store.CPUNote)
+		len(e.paths), c.FileSize, c.Latency, c.Jitter, c.parallel, c.chunkSize)
+	fmt.Printf("cpus: %s\n", e.Store.CPUNote)
 	if len(c.daemonEnv) > 0 {
 		fmt.Printf("daemon environment adds: %s\n", strings.Join(c.daemonEnv, " "))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,53 +18,49 @@ import (
 // GET is ranged (Range bytes=0-(size-1), as the daemon makes them; none for an
 // empty object) and reading any other number of bytes is an error. It returns
 // the bytes read, the time from the first GET to the end of the last, and the
-// first failure (a worker whose GET fails stops; the others go on).
+// first failure (no GET starts after it; those in flight finish).
 func ParallelGets(ctx context.Context, client *s3.Client, bucket, prefix string, names []string, sizes []int64, par int) (int64, time.Duration, error) {
-	var next, total atomic.Int64
-	var wg sync.WaitGroup
-	var firstErr error
-	var errOnce sync.Once
-	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+	var total atomic.Int64
 	start := time.Now()
-	for range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 256<<10)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(names)) {
-					return
-				}
-				in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(joinKey(prefix, names[i]))}
-				if sizes != nil && sizes[i] > 0 {
-					in.Range = aws.String(fmt.Sprintf("bytes=0-%d", sizes[i]-1))
-				}
-				out, err := client.GetObject(ctx, in)
-				if err != nil {
-					fail(err)
-					return
-				}
-				var n int64
-				for {
-					k, err := out.Body.Read(buf)
-					n += int64(k)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						fail(err)
-						break
-					}
-				}
-				out.Body.Close()
-				if sizes != nil && n != sizes[i] {
-					fail(fmt.Errorf("%s: read %d bytes, want %d", names[i], n, sizes[i]))
-				}
-				total.Add(n)
+	err := Parallel(len(names), par, func() func(int) error {
+		buf := make([]byte, 256<<10)
+		return func(i int) error {
+			in := &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(joinKey(prefix, names[i]))}
+			if sizes != nil && sizes[i] > 0 {
+				in.Range = aws.String(fmt.Sprintf("bytes=0-%d", sizes[i]-1))
 			}
-		}()
+			out, err := client.GetObject(ctx, in)
+			if err != nil {
+				return err
+			}
+			n, err := Drain(out.Body, buf)
+			out.Body.Close()
+			total.Add(n)
+			if err != nil {
+				return err
+			}
+			if sizes != nil && n != sizes[i] {
+				return fmt.Errorf("%s: read %d bytes, want %d", names[i], n, sizes[i])
+			}
+			return nil
+		}
+	})
+	return total.Load(), time.Since(start), err
+}
+
+// Drain reads r to its end through buf and returns how many bytes it
+// read. Not io.Copy to io.Discard: that reads in 8 KiB pieces, whatever
+// buf is.
+func Drain(r io.Reader, buf []byte) (int64, error) {
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		n += int64(k)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
 	}
-	wg.Wait()
-	return total.Load(), time.Since(start), firstErr
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -40,44 +39,16 @@ func Shuffled(paths []string, seed int64) []string {
 // readers taking the next path of order in turn, like a loader's workers,
 // and calls fn with each file's bytes.
 func ReadAllInOrder(root string, order []string, readers int, fn func(path string, data []byte) error) error {
-	if readers <= 0 {
-		readers = 1
-	}
-	var (
-		next     atomic.Int64
-		stop     atomic.Bool
-		once     sync.Once
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	fail := func(err error) {
-		once.Do(func() { firstErr = err })
-		stop.Store(true)
-	}
-	for w := 0; w < readers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				i := next.Add(1) - 1
-				if i >= int64(len(order)) {
-					return
-				}
-				p := order[i]
-				data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(p)))
-				if err != nil {
-					fail(fmt.Errorf("read %s: %w", p, err))
-					return
-				}
-				if err := fn(p, data); err != nil {
-					fail(err)
-					return
-				}
+	return Parallel(len(order), readers, func() func(int) error {
+		return func(i int) error {
+			p := order[i]
+			data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(p)))
+			if err != nil {
+				return fmt.Errorf("read %s: %w", p, err)
 			}
-		}()
-	}
-	wg.Wait()
-	return firstErr
+			return fn(p, data)
+		}
+	})
 }
 
 // MismatchError says a file read through a mount differs from its source.

@@ -19,8 +19,8 @@ import (
 
 // Store is MinIO with one bucket, and toxiproxy to put in front of it.
 type Store struct {
-	MinIO *testenv.MinIO
-	Proxy *testenv.Toxiproxy
+	MinIO     *testenv.MinIO
+	Toxiproxy *testenv.Toxiproxy
 	// CPUNote says how the CPUs are shared, for the report.
 	CPUNote string
 }
@@ -32,10 +32,10 @@ type Store struct {
 func StartStore(t testenv.T, bucket string, isolate bool) *Store {
 	s := &Store{MinIO: testenv.StartMinIO(t), CPUNote: "all processes share all CPUs"}
 	s.MinIO.CreateBucket(bucket)
-	s.Proxy = testenv.StartToxiproxy(t)
+	s.Toxiproxy = testenv.StartToxiproxy(t)
 	if isolate {
 		var err error
-		if s.CPUNote, err = testenv.IsolateBackend(s.MinIO.Pid(), s.Proxy.Pid()); err != nil {
+		if s.CPUNote, err = testenv.IsolateBackend(s.MinIO.Pid(), s.Toxiproxy.Pid()); err != nil {
 			t.Fatalf("--isolate-backend: %v", err)
 		}
 	}
@@ -43,11 +43,11 @@ func StartStore(t testenv.T, bucket string, isolate bool) *Store {
 }
 
 // AddProxy puts a toxiproxy listener called name in front of MinIO,
-// adding latency ms (± jitter) to every answer, and returns its address
+// adding p's latency to every answer, and returns its address
 // (host:port).
-func (s *Store) AddProxy(name string, latency, jitter int) string {
-	addr := s.Proxy.AddProxy(name, s.MinIO.Addr())
-	s.Proxy.AddLatency(name, latency, jitter)
+func (s *Store) AddProxy(name string, p Proxy) string {
+	addr := s.Toxiproxy.AddProxy(name, s.MinIO.Addr())
+	s.Toxiproxy.AddLatency(name, p.Latency, p.Jitter)
 	return addr
 }
 
@@ -69,13 +69,8 @@ func (s *Store) Client(endpoint string) *s3.Client {
 func (s *Store) Gets() int64 { n, _ := s.MinIO.GetObjectCount(); return n }
 
 // CPU is the CPU seconds MinIO and toxiproxy have used so far.
-func (s *Store) CPU() float64 { return testenv.ProcCPU(s.MinIO.Pid()) + testenv.ProcCPU(s.Proxy.Pid()) }
-
-// SmallFiles is the read benchmarks' dataset: n files of size bytes, 500
-// to a directory, two levels deep; seed makes each benchmark's bytes its
-// own.
-func SmallFiles(seed uint64, n, size int) testenv.DatasetSpec {
-	return testenv.DatasetSpec{Seed: seed, SmallFiles: n, SmallMin: size, SmallMax: size, FilesPerDir: 500, MaxDepth: 2}
+func (s *Store) CPU() float64 {
+	return testenv.ProcCPU(s.MinIO.Pid()) + testenv.ProcCPU(s.Toxiproxy.Pid())
 }
 
 // Generate makes the dataset spec in the directory dir (created) and
@@ -122,4 +117,42 @@ func ProcMem(pid int) (rss, hwm int64) {
 		}
 	}
 	return rss, hwm
+}
+
+// Run is what a benchmark's passes share: the program's T, its work
+// directory (removed when the program ends), the store and the dsmount
+// binary.
+type Run struct {
+	T     *testenv.ProgramT
+	Work  string
+	Store *Store
+	Bin   string
+}
+
+// StartRun makes the work directory and starts the store (StartStore).
+func StartRun(t *testenv.ProgramT, bucket string, isolate bool) *Run {
+	return &Run{T: t, Work: t.TempDir(), Store: StartStore(t, bucket, isolate)}
+}
+
+// Build builds this checkout's dsmount into the work directory.
+func (r *Run) Build() {
+	bin, err := testenv.BuildDsmount(filepath.Join(r.Work, "bin"))
+	if err != nil {
+		r.T.Fatalf("build: %v", err)
+	}
+	r.Bin = bin
+}
+
+// Sizes is the size of every file of paths under dir, and their total.
+func Sizes(t testenv.T, dir string, paths []string) (sizes []int64, total int64) {
+	sizes = make([]int64, len(paths))
+	for i, p := range paths {
+		st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(p)))
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		sizes[i] = st.Size()
+		total += st.Size()
+	}
+	return sizes, total
 }

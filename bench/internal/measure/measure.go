@@ -5,8 +5,12 @@
 package measure
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -104,3 +108,21 @@ func Join(v []float64, format, sep string) string {
 // List formats every value of v with format, comma-separated: the
 // per-round figures after a median.
 func List(v []float64, format string) string { return Join(v, format, ", ") }
+
+// Ls runs `ls ARGS` (LC_ALL=C, so that its output does not depend on the
+// locale) with its output to out, and returns its wall time: the listing
+// benchmarks of hot and scale.
+func Ls(out io.Writer, args ...string) (time.Duration, error) {
+	cmd := exec.Command("ls", args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.Stdout = out
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	el := time.Since(start)
+	if err != nil {
+		return el, fmt.Errorf("ls %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return el, nil
+}
