@@ -25,7 +25,7 @@ const hugePage = 2 << 20
 // epoch that CPU came out of the core serving hits: with the system's THP
 // set to "always" (so the Go heap got huge pages) the daemon used 4.5-5.1
 // s of CPU per epoch instead of 5.9-6.4 and the readers' mean read fell
-// from 0.55-0.80 ms to 0.38-0.44 (go run ./test/benchorder
+// from 0.55-0.80 ms to 0.38-0.44 (go run ./bench order
 // --isolate-backend --skip-large --skip-undeclared). One 2 MiB fault
 // replaces 512 small ones.
 //
@@ -38,7 +38,7 @@ const hugePage = 2 << 20
 // system call, during which the runtime runs other goroutines), keeping
 // populateAhead bytes past what is carved off populated. Populating the
 // whole arena up front did the same (stall 3.7-3.9% against 4.2-5.8%, go
-// run ./test/benchorder --isolate-backend --skip-large --skip-undeclared)
+// run ./bench order --isolate-backend --skip-large --skip-undeclared)
 // but took 25-410 ms and 512 MiB of memory from every daemon at start. On
 // a kernel without MADV_POPULATE_WRITE (before 5.14) pages fault in on
 // first touch, as before.

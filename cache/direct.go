@@ -18,7 +18,7 @@ import (
 // project's VMs: each first touch of a page faults in the host. A warm of
 // 10,000 × 110 KB files spent 5.4 s of the daemon's CPU in buffered pwrite
 // (copy_folio_from_iter_atomic, by perf), 0.8 s with O_DIRECT, and the
-// flushers' writeback went with it (go run ./test/benchwarm, A/B in one
+// flushers' writeback went with it (go run ./bench warm, A/B in one
 // session: daemon CPU 10.4 and 11.9 s buffered, 5.9 and 7.9 s direct).
 // Data written this way is durable only after the same syncfs or fdatasync
 // as buffered data: the committer's protocol is unchanged.

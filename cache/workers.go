@@ -10,7 +10,7 @@ import (
 // deep (the S3 SDK's middleware stack needs tens of KiB of stack), and a
 // fresh goroutine per flight grew its stack from the minimum every time:
 // copying stacks was 6% of the daemon's CPU while warming 10,000 small files
-// (go run ./test/benchwarm --cpuprofile-dir). A worker that finishes a
+// (go run ./bench warm --cpuprofile-dir). A worker that finishes a
 // flight waits up to idle for the next one, then exits.
 //
 // Invariant: every goroutine started by run is counted in wg until it

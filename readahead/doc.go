@@ -105,7 +105,7 @@
 // latency: an item fetched earlier than it must be takes the room of one
 // kept for a later read.
 //
-// These were found and measured with test/benchjobs, several jobs
+// These were found and measured with `go run ./bench jobs`, several jobs
 // sharing one cache against an offline oracle (docs/multijob.md).
 //
 // # Locking

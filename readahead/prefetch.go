@@ -26,7 +26,7 @@ const (
 	// Parallel (slow start). A declaration used to start Parallel at
 	// once, each on a new connection: the readers' first items, among
 	// them, waited 160–185 ms for their bytes where 8 plain misses waited
-	// 27–40 ms (go run ./test/benchorder --isolate-backend, stall pass),
+	// 27–40 ms (go run ./bench order --isolate-backend, stall pass),
 	// the store and the daemon busy setting up 64 connections at once.
 	rampStart = 16
 	// rampIdle is how long prefetch must have been idle to start slow
@@ -39,7 +39,7 @@ const (
 	// started) to run before its reply went out. Waking on every read, the
 	// reads of a paced declared epoch spent 2.8 s of its 16 s runnable;
 	// on every eighth, 0.7 s of 15 s (go tool trace -pprof=sched of the
-	// daemon; go run ./test/benchorder --isolate-backend --daemon-env
+	// daemon; go run ./bench order --isolate-backend --daemon-env
 	// DSMOUNT_TRACE_DIR=DIR, stall pass). A window covers at least Lead
 	// of reading, so 10 ms late costs nothing; finished prefetches still
 	// wake it at once.
@@ -153,14 +153,14 @@ func (r *Registry) sampleRates(now time.Time) {
 // Latency alone is not enough: four times the latency (about 0.2 s of
 // reading in a paced epoch) left bursts of 10-20 reads in a row waiting
 // whenever the store paused for longer than that (go run
-// ./test/benchorder --isolate-backend --slow-log, stall pass). The round
+// ./bench order --isolate-backend --slow-log, stall pass). The round
 // of parallel fetches lets an epoch start with as many items in flight as
 // prefetch may have.
 //
 // A full cache shrinks it to what hides the latency: an item fetched
 // ahead takes the room of one kept for a later read (another job's, or the
 // next epoch's), so every item fetched earlier than it must be costs a hit
-// (go run ./test/benchjobs: two jobs, half the dataset cached, 0.63-0.64
+// (go run ./bench jobs: two jobs, half the dataset cached, 0.63-0.64
 // hit rate with --prefetch-lead 1s, 0.67-0.70 with 100ms).
 func (r *Registry) window(j *job, now time.Time, full bool) int {
 	lead, slack := r.cfg.Lead.Seconds(), r.cfg.Parallel

@@ -421,7 +421,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 		// once, and its second request, counted for the job that needs
 		// the file somewhere else in its order, moved that job's spread
 		// by thousands (frontier stuck at 1,825 of 10,000 in
-		// test/benchjobs --declare anonymous).
+		// bench jobs --declare anonymous).
 		if !j.wants(id) && !j.readNear(id) {
 			continue
 		}

@@ -18,7 +18,7 @@ const (
 // bandwidth evenly, arrive together, and the next wave's GETs then spend
 // their latency with the store idle: dd over a cold 256 MiB file from a
 // store with 20 ms latency got 0.78 of what the store gives 16 parallel
-// ranged GETs with 8 chunks (go run ./test/benchorder --isolate-backend
+// ranged GETs with 8 chunks (go run ./bench order --isolate-backend
 // --skip-small), and 16 or 32 chunks did no better. Counting the bytes
 // still to arrive, and starting the next chunk as soon as the ones in
 // flight have delivered enough, keeps GETs starting while others are

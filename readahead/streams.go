@@ -15,7 +15,7 @@ import (
 // gives. Eight dd at once over eight 128 MiB files, each with its own
 // full window, got 0.60-0.63 of the store's own 16 parallel GETs over the
 // same files, with 64-93 fetches in flight and 38-70 of 256 chunks pushed
-// out (go run ./test/benchorder --isolate-backend --skip-small --streams 8).
+// out (go run ./bench order --isolate-backend --skip-small --streams 8).
 //
 // Each active stream gets an equal share of both budgets, capped at
 // AheadBytes and WindowBytes, so one stream alone keeps its full window. A

@@ -38,7 +38,7 @@ const (
 // Go GC's timing, yet is far below the ~1.6 KB an object (≈ 190 MB at
 // 100k, 159 MB after the mount alone) the daemon took before issue 23: a
 // regression of a few hundred bytes an object fails here. MB are 10^6
-// bytes, as in benchscale's report.
+// bytes, as in bench scale's report.
 const scaleMaxRSS = 120_000_000
 
 // scaleMaxRSSStat bounds the daemon's VmRSS after a walk that also stats
@@ -73,7 +73,7 @@ const scaleMaxRemount = 3 * time.Second
 //
 // The first mount's time is logged, not asserted. The full figures at 1.28M
 // objects behind a +20 ms proxy, with every target of the issue, come from
-// the benchmark: `go run ./test/benchscale --isolate-backend` (docs/scale.md).
+// the benchmark: `go run ./bench scale --isolate-backend` (docs/scale.md).
 func TestScale100k(t *testing.T) {
 	s := startScaleStore(t)
 	keys := s.Keys()
@@ -105,7 +105,7 @@ func TestScale100k(t *testing.T) {
 		t.Helper()
 		if rss > bound {
 			t.Errorf("daemon RSS %s is %s, above the bound of %s for %d objects (%.0f bytes an object): "+
-				"a per-object cost has grown (see `go run ./test/benchscale`)",
+				"a per-object cost has grown (see `go run ./bench scale`)",
 				when, scaleMB(rss), scaleMB(bound), scaleObjects, float64(rss)/scaleObjects)
 		}
 	}

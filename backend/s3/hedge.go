@@ -29,7 +29,7 @@ func (stallError) Timeout() bool { return true }
 // store's connections stalled, a hedge has the same chance of meeting one
 // as the GET it hedges: with one hedge, a third of the healthy warms'
 // rounds with 5% stalled waited for a first-byte timeout (go run
-// ./test/benchorder --tail).
+// ./bench order --tail).
 const maxHedges = 2
 
 // raced is one GET's outcome in getRaced.

@@ -28,7 +28,7 @@ import (
 //     readers waits hedgeAheadMult times longer. (At the percentile
 //     itself, 2.1% of a healthy warm's GETs were hedges: its 64 GETs in
 //     flight answer slower than the reads before them, which the window
-//     still remembers; go run ./test/benchorder --tail.) Hedges draw on a budget earned by GETs
+//     still remembers; go run ./bench order --tail.) Hedges draw on a budget earned by GETs
 //     (hedgeBudget of them), so a store that is slow for every request
 //     gets at most that share of extra requests.
 //

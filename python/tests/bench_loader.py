@@ -1,6 +1,6 @@
 """Hot-epoch throughput of a real torch DataLoader over a directory.
 
-Run by test/benchhot (go run ./test/benchhot) on both sides of a
+Run by bench/hot (go run ./bench hot) on both sides of a
 comparison: once with --root at the local source directory and once with
 --root at a dsmount mount of it. It is plain PyTorch, nothing of dsmount:
 a map-style Dataset over the file list whose item i is the bytes of the

@@ -1,6 +1,6 @@
 """Per-file cost of Python's open().read() over a directory, one process.
 
-Run by test/benchhot (go run ./test/benchhot) on both sides of a
+Run by bench/hot (go run ./bench hot) on both sides of a
 comparison, like bench_loader.py, to isolate what the DataLoader pass
 measures through many layers: each file is read whole with
 `open(path, "rb", buffering=B).read()`. With the default buffering

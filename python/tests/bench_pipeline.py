@@ -1,6 +1,6 @@
 """Epochs of a real image pipeline over a directory; images/s of each.
 
-Run by test/benchpipeline. torchvision's ImageFolder over --root, decoded
+Run by bench/pipeline. torchvision's ImageFolder over --root, decoded
 with dsmount.pil_loader (--loader dsmount) or torchvision's default loader
 (--loader default), RandomResizedCrop(224) and ToTensor; a DataLoader of
 --workers worker processes, batches of --batch, shuffled by a seeded

@@ -3,7 +3,7 @@
 --classes class directories (NNN.classNNN) hold --images JPEGs in all,
 each of its own size (100-600 px a side) and content (smooth gradients,
 blocks and noise, so the JPEGs are tens to hundreds of KB, as photos
-are). Run by test/benchpipeline. Needs Pillow. Prints
+are). Run by bench/pipeline. Needs Pillow. Prints
 {"images": N, "bytes": B} on stdout.
 
 Usage:

@@ -1,11 +1,11 @@
-"""Plot test/benchpipeline's results: a PNG of one or two panels.
+"""Plot bench/pipeline's results: a PNG of one or two panels.
 
 Left: images/s against DataLoader workers, one colour per system, the cold
 epoch dashed and the hot one solid. Right: the half-cache series' hit rate
 per epoch, one line per system, with its images/s in the legend. A panel
 whose part of the results is empty is left out.
 
-Reads the JSON test/benchpipeline writes with --json. Needs matplotlib
+Reads the JSON bench/pipeline writes with --json. Needs matplotlib
 (Debian's python3-matplotlib); draws with the Agg backend, no display.
 
 Usage:

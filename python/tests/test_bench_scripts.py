@@ -1,4 +1,4 @@
-"""Unit tests of test/benchpipeline's scripts: bench_pipeline.py's sampler
+"""Unit tests of bench/pipeline's scripts: bench_pipeline.py's sampler
 (one invocation per epoch must read, and declare, what one invocation of
 all the epochs would) and plot_pipeline.py (a PNG from a results file)."""
 

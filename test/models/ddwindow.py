@@ -2,7 +2,7 @@
 """Model of sequential readahead over a bandwidth-shared store.
 
 Why: dd over a cold 256 MiB file through dsmount reaches about 0.78 of what
-the store gives to 16 parallel ranged GETs (go run ./test/benchorder
+the store gives to 16 parallel ranged GETs (go run ./bench order
 --isolate-backend --skip-small). A debug timeline of the daemon's fetches
 shows the window's chunks arriving together in waves, each new wave's GETs
 spending their latency with the store idle. This model checks that story

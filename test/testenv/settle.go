@@ -51,7 +51,7 @@ func DropPageCache(path string) error {
 // cold epoch through a mount has the daemon's FUSE replies fill the
 // readers' page cache, so without this the daemon's writev to /dev/fuse
 // pays the host's price: 3.5 of its 11.5 s of CPU in one stall pass of
-// test/benchorder. A node that has been reading for a while recycles its
+// bench/order. A node that has been reading for a while recycles its
 // page cache; every pass starts that way after this. It returns how long
 // the touch took, itself a measure of how much the host had taken back.
 func RecycleMemory(n int64) (time.Duration, error) {
