@@ -85,6 +85,7 @@ func Main(args []string) error {
 	fs := cli.NewFlagSet("order", Summary)
 	c.Dataset.AddFlags(fs)
 	c.Proxy.AddFlags(fs, 5)
+	fs.Lookup("latency").Usage += " (small files; the large file's: --large-latency)"
 	fs.IntVar(&c.readers, "readers", 8, "parallel readers through the mount")
 	fs.IntVar(&c.getsPar, "gets", 64, "GETs in flight for the ceiling")
 	fs.IntVar(&c.rounds, "rounds", 1, "rounds of every pass; >1 reports each and the median ratios")

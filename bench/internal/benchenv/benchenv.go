@@ -1,7 +1,3 @@
-// Package benchenv sets up what the bench subcommands run against: the
-// store (MinIO, with toxiproxy in front of it to add a remote store's
-// latency), the generated datasets, the dsmount binary, and the daemon's
-// memory as /proc shows it.
 package benchenv
 
 import (
