@@ -42,4 +42,3 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
-
