@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -158,12 +159,23 @@ func (f *faulter) duringEpochs(src string, rounds int) {
 // drops the mount's pages so that the next reads reach the daemon.
 func (f *faulter) inject() {
 	t := f.t
-	files, err := testenv.CacheFiles(f.cacheDir, "data", "packs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no cache files to do faults to")
+	// Earlier faults may have deleted every cache file (a few pack files
+	// hold all the small ones): the readers' refetches make them again,
+	// after their readers have the bytes, so on a busy machine a fault can
+	// come first. Wait for one rather than fail.
+	var files []string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var err error
+		if files, err = testenv.CacheFiles(f.cacheDir, "data", "packs"); err != nil {
+			t.Fatal(err)
+		}
+		if len(files) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no cache files to do faults to for 30 s")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the cache dir, which nothing announces
 	}
 	victim := files[f.r.IntN(len(files))]
 	kind := faultKinds[f.r.IntN(len(faultKinds))]
