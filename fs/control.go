@@ -9,10 +9,10 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/dsmount/dsmount/internal/control"
-
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/dsmount/dsmount/internal/control"
 )
 
 // ControlName is the hidden entry at a mount's root through which the CLI

@@ -11,13 +11,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dsmount/dsmount/internal/control"
-
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/readahead"
 )
 

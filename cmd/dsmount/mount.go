@@ -14,14 +14,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dsmount/dsmount/internal/control"
-	"github.com/dsmount/dsmount/internal/daemon"
-	"github.com/dsmount/dsmount/internal/units"
-
 	"github.com/spf13/cobra"
 
 	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
+	"github.com/dsmount/dsmount/internal/control"
+	"github.com/dsmount/dsmount/internal/daemon"
+	"github.com/dsmount/dsmount/internal/units"
 	"github.com/dsmount/dsmount/readahead"
 )
 

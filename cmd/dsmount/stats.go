@@ -7,12 +7,11 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/internal/daemon"
 	"github.com/dsmount/dsmount/internal/units"
-
-	"github.com/spf13/cobra"
-
 	"github.com/dsmount/dsmount/readahead"
 )
 

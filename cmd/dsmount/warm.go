@@ -13,11 +13,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dsmount/dsmount/internal/control"
-	"github.com/dsmount/dsmount/internal/units"
-
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/dsmount/dsmount/internal/control"
+	"github.com/dsmount/dsmount/internal/units"
 )
 
 type warmFlags struct {
