@@ -7,6 +7,8 @@ closing the file early cancels the request. This module speaks that protocol
 with the standard library only.
 """
 
+from __future__ import annotations
+
 import array
 import errno
 import hashlib
@@ -14,6 +16,14 @@ import json
 import os
 import posixpath
 import sys
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Set, Tuple, Union, cast
+
+#: A path to a directory: str or ``os.PathLike[str]``.
+StrPath = Union[str, "os.PathLike[str]"]
+#: A file path as :func:`os.fspath` takes it: str, bytes or os.PathLike.
+AnyPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+#: A daemon answer or request: a JSON object.
+JSONObject = Dict[str, Any]
 
 #: The control entry's name at a mount's root.
 CONTROL_NAME = ".dsmount-control"
@@ -33,9 +43,20 @@ class DsmountError(Exception):
     is None.
     """
 
-    def __init__(self, message, code=None):
+    def __init__(self, message: str, code: Optional[str] = None) -> None:
         super().__init__(message)
         self.code = code
+
+
+class ControlFile(Protocol):
+    """What :class:`Client` needs of an open control session: an
+    unbuffered binary file (``os.fdopen(fd, "r+b", buffering=0)``)."""
+
+    def write(self, data: bytes) -> Optional[int]: ...
+
+    def read(self, size: int) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 class PathTable:
@@ -49,18 +70,18 @@ class PathTable:
     dataset share it in the daemon.
     """
 
-    def __init__(self, paths):
-        self.paths = list(paths)
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths: List[str] = list(paths)
         self.payload = _nul_joined(self.paths)
         if self.payload.count(b"\0") != len(self.paths):
             raise ValueError("a path with a NUL byte can't be in a table")
         self.name = hashlib.sha256(self.payload).hexdigest()[:32]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.paths)
 
 
-def find_mount_root(path):
+def find_mount_root(path: StrPath) -> str:
     """Return the root of the dsmount mount that ``path`` lies in.
 
     ``path`` is a file or directory inside a mount (or the mountpoint
@@ -81,7 +102,7 @@ def find_mount_root(path):
         d = parent
 
 
-def relative_path(root, path):
+def relative_path(root: StrPath, path: AnyPath) -> str:
     """Return ``path`` as the '/'-separated path relative to mount ``root``.
 
     An absolute ``path`` must lie inside ``root`` (compared both as given and
@@ -100,23 +121,25 @@ class Relativizer:
     skip normalisation. It pickles (it holds only strings).
     """
 
-    def __init__(self, root):
+    def __init__(self, root: StrPath) -> None:
         self.root = root
-        self.prefixes = tuple(r.rstrip("/") + "/" for r in _root_forms(root))
+        self.prefixes: Tuple[str, ...] = tuple(r.rstrip("/") + "/" for r in _root_forms(root))
 
-    def _strip_root(self, p):
+    def _strip_root(self, p: str) -> Optional[str]:
         for prefix in self.prefixes:
             if p.startswith(prefix):
                 return p[len(prefix):]
         return None
 
-    def many(self, paths):
+    def many(self, paths: Iterable[AnyPath]) -> List[str]:
         """``[self(p) for p in paths]``, twice as fast for a list of clean
         absolute str paths under one spelling of the root (what a dataset
         over the mount holds): they are checked as one joined string."""
         paths = list(paths)
+        strs = cast(List[str], paths)  # checked by the join: TypeError if any is not a str
+        joined: Optional[str]
         try:
-            joined = "\0".join(paths)
+            joined = "\0".join(strs)
         except TypeError:  # bytes or os.PathLike among them
             joined = None
         n = len(paths)
@@ -128,10 +151,10 @@ class Relativizer:
             for prefix in self.prefixes:
                 if joined.startswith(prefix) and joined.count("\0" + prefix) == n - 1:
                     cut = len(prefix)
-                    return [p[cut:] for p in paths]
+                    return [p[cut:] for p in strs]
         return [self(p) for p in paths]
 
-    def __call__(self, path):
+    def __call__(self, path: AnyPath) -> str:
         p = path if type(path) is str else _as_str(path)
         if p[:1] == "/":
             rest = self._strip_root(p)
@@ -139,7 +162,7 @@ class Relativizer:
                 return rest
             rest = self._strip_root(posixpath.normpath(p))
             if rest is None:
-                raise ValueError("%s is not inside the mount at %s" % (path, self.root))
+                raise ValueError("%s is not inside the mount at %s" % (p, self.root))
             p = rest
         elif _is_clean(p):
             return p
@@ -149,26 +172,26 @@ class Relativizer:
         return p
 
 
-def _as_str(path):
+def _as_str(path: AnyPath) -> str:
     """``path`` (str, bytes or os.PathLike) as a str."""
     p = os.fspath(path)
     return os.fsdecode(p) if isinstance(p, bytes) else p
 
 
-def _is_clean(p):
+def _is_clean(p: str) -> bool:
     """Whether relative path ``p`` is surely already normalised."""
     return (p != "" and p[0] not in "./" and p[-1] != "/"
             and "//" not in p and "/." not in p)
 
 
-def _root_forms(root):
+def _root_forms(root: StrPath) -> Tuple[str, ...]:
     """The spellings of a mount root an absolute path may start with."""
     a = os.path.normpath(os.path.abspath(root))
     r = os.path.realpath(a)
     return (a,) if r == a else (a, r)
 
 
-def _open_control(root):
+def _open_control(root: str) -> ControlFile:
     """Open a control session on ``root``, read-write, unbuffered.
 
     A session is a new entry created next to the control entry (named
@@ -193,16 +216,16 @@ class Client:
     entry; unit tests pass a fake.
     """
 
-    def __init__(self, mountpoint, opener=None):
-        self.mountpoint = os.path.abspath(os.fspath(mountpoint))
-        self._opener = opener or _open_control
+    def __init__(self, mountpoint: StrPath, opener: Optional[Callable[[str], ControlFile]] = None) -> None:
+        self.mountpoint: str = os.path.abspath(os.fspath(mountpoint))
+        self._opener: Callable[[str], ControlFile] = opener or _open_control
         self._relative = Relativizer(self.mountpoint)
-        self._tables_sent = set()  # names of the PathTables the daemon was sent
+        self._tables_sent: Set[str] = set()  # names of the PathTables the daemon was sent
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Client(%r)" % self.mountpoint
 
-    def request(self, req, payload=b""):
+    def request(self, req: JSONObject, payload: bytes = b"") -> JSONObject:
         """Send request ``req`` (a dict) and return its "result" event.
 
         ``payload`` is sent after the request line (an order's paths; see
@@ -242,14 +265,15 @@ class Client:
             raise DsmountError("the daemon serving %s gave no answer" % self.mountpoint)
         return result
 
-    def _not_a_root(self):
+    def _not_a_root(self) -> str:
         try:
             root = find_mount_root(self.mountpoint)
         except (OSError, DsmountError) as e:
             return str(e)
         return "%s is not a dsmount mountpoint (the mount's root is %s)" % (self.mountpoint, root)
 
-    def declare_order(self, job, epoch, paths, next_paths=None):
+    def declare_order(self, job: str, epoch: int, paths: Iterable[AnyPath],
+                      next_paths: Optional[Iterable[AnyPath]] = None) -> JSONObject:
         """Declare job ``job``'s order of files for ``epoch``.
 
         ``paths`` (and the optional ``next_paths``, epoch ``epoch + 1``'s
@@ -263,7 +287,7 @@ class Client:
         epoch = int(epoch)
         if epoch < 0:
             raise DsmountError("declare_order: epoch %d is negative" % epoch)
-        req = {"op": "order", "job": str(job), "epoch": epoch}
+        req: JSONObject = {"op": "order", "job": str(job), "epoch": epoch}
         cur = [self._relative(p) for p in paths]
         nxt = [self._relative(p) for p in next_paths] if next_paths else []
         if any("\0" in p for p in cur) or any("\0" in p for p in nxt):
@@ -271,7 +295,7 @@ class Client:
             req["paths"] = cur
             if nxt:
                 req["next"] = nxt
-            return self.request(req)["order"]
+            return _order(self.request(req))
         # The paths follow the request line, each ended by a NUL: the
         # daemon reads a million of them without decoding a JSON string
         # each (see the Go side's requestBuf).
@@ -280,9 +304,10 @@ class Client:
         req["paths_bytes"] = len(payload_cur)
         if payload_next:
             req["next_bytes"] = len(payload_next)
-        return self.request(req, payload_cur + payload_next)["order"]
+        return _order(self.request(req, payload_cur + payload_next))
 
-    def declare_indices(self, job, epoch, table, indices, next_indices=None):
+    def declare_indices(self, job: str, epoch: int, table: PathTable, indices: Iterable[int],
+                        next_indices: Optional[Iterable[int]] = None) -> JSONObject:
         """Declare ``job``'s order for ``epoch`` as indices into ``table``.
 
         ``table`` is a :class:`PathTable`; ``indices`` (and the optional
@@ -299,33 +324,46 @@ class Client:
             raise DsmountError("declare_indices: epoch %d is negative" % epoch)
         cur = _indices_bytes(indices)
         nxt = _indices_bytes(next_indices) if next_indices else b""
-        req = {"op": "order", "job": str(job), "epoch": epoch, "table": table.name,
+        req: JSONObject = {"op": "order", "job": str(job), "epoch": epoch, "table": table.name,
                "indices_bytes": len(cur)}
         if nxt:
             req["next_indices_bytes"] = len(nxt)
         if table.name in self._tables_sent:
             try:
-                return self.request(req, cur + nxt)["order"]
+                return _order(self.request(req, cur + nxt))
             except DsmountError as e:
                 if e.code != "unknown_table":
                     raise
         req["table_bytes"] = len(table.payload)
-        res = self.request(req, table.payload + cur + nxt)["order"]
+        res = _order(self.request(req, table.payload + cur + nxt))
         self._tables_sent.add(table.name)
         return res
 
-    def end_job(self, job):
+    def end_job(self, job: str) -> bool:
         """Tell the daemon job ``job`` is done; True if it knew the job."""
         if not job:
             raise DsmountError("end_job: a job name is required")
-        return bool(self.request({"op": "order", "job": str(job), "end": True})["order"].get("ended"))
+        return bool(_order(self.request({"op": "order", "job": str(job), "end": True})).get("ended"))
 
-    def stats(self):
+    def stats(self) -> JSONObject:
         """Return the daemon's statistics (what ``dsmount stats --json`` prints)."""
-        return self.request({"op": "stats"})["stats"]
+        return _member(self.request({"op": "stats"}), "stats")
 
 
-def _indices_bytes(indices):
+def _order(result: JSONObject) -> JSONObject:
+    """The ``order`` object of an order request's result event."""
+    return _member(result, "order")
+
+
+def _member(result: JSONObject, key: str) -> JSONObject:
+    """``result[key]``, which the daemon sends as a JSON object."""
+    value = result[key]
+    if not isinstance(value, dict):
+        raise DsmountError("malformed answer: %s is %r, not an object" % (key, value))
+    return value
+
+
+def _indices_bytes(indices: Iterable[int]) -> bytes:
     """``indices`` as little-endian uint32s."""
     a = array.array("I", indices)
     if a.itemsize != 4:
@@ -337,7 +375,7 @@ def _indices_bytes(indices):
     return a.tobytes()
 
 
-def _nul_joined(paths):
+def _nul_joined(paths: Sequence[str]) -> bytes:
     """The paths, each ended by a NUL byte, as UTF-8 (surrogate escapes
     give back the bytes of a name that is not UTF-8)."""
     if not paths:
@@ -345,7 +383,7 @@ def _nul_joined(paths):
     return ("\0".join(paths) + "\0").encode("utf-8", "surrogateescape")
 
 
-def _write_all(f, data):
+def _write_all(f: ControlFile, data: bytes) -> None:
     """Write all of ``data`` to the unbuffered file ``f``."""
     view = memoryview(data)
     while view:
@@ -355,7 +393,7 @@ def _write_all(f, data):
         view = view[n:]
 
 
-def _refusal(f, root):
+def _refusal(f: ControlFile, root: str) -> Optional[DsmountError]:
     """The daemon's reason for refusing a request at its write, as a
     :class:`DsmountError`, or None if it gave none."""
     try:
@@ -367,7 +405,7 @@ def _refusal(f, root):
     return None
 
 
-def _events(f, root):
+def _events(f: ControlFile, root: str) -> Iterator[JSONObject]:
     """Yield the JSON event objects read from ``f`` until end of file."""
     buf = b""
     while True:
@@ -383,7 +421,7 @@ def _events(f, root):
         yield _parse(buf, root)
 
 
-def _parse(line, root):
+def _parse(line: bytes, root: str) -> JSONObject:
     try:
         ev = json.loads(line)
     except ValueError as e:
@@ -393,7 +431,8 @@ def _parse(line, root):
     return ev
 
 
-def declare_order(mountpoint, job, epoch, paths, next_paths=None):
+def declare_order(mountpoint: StrPath, job: str, epoch: int, paths: Iterable[AnyPath],
+                  next_paths: Optional[Iterable[AnyPath]] = None) -> JSONObject:
     """Declare ``job``'s read order for ``epoch`` on the mount at ``mountpoint``.
 
     See :meth:`Client.declare_order`. Raises :class:`DsmountError` if the
@@ -402,12 +441,12 @@ def declare_order(mountpoint, job, epoch, paths, next_paths=None):
     return Client(mountpoint).declare_order(job, epoch, paths, next_paths)
 
 
-def end_job(mountpoint, job):
+def end_job(mountpoint: StrPath, job: str) -> bool:
     """End ``job`` on the mount at ``mountpoint``; True if the daemon knew it."""
     return Client(mountpoint).end_job(job)
 
 
-def stats(mountpoint):
+def stats(mountpoint: StrPath) -> JSONObject:
     """Return the statistics of the daemon serving ``mountpoint`` as a dict.
 
     ``stats["mount"]["jobs"]`` lists the declared jobs of this mount with

@@ -25,9 +25,18 @@ Both work on any path, inside a mount or not. Stdlib only, but
 :func:`pil_loader` needs Pillow.
 """
 
+from __future__ import annotations
+
 import io
 import os
 import stat
+from typing import TYPE_CHECKING, List, Union
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+#: What :func:`read_bytes` opens: a path as :func:`os.open` takes it.
+FilePath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 #: The first read's size: most samples fit in one read, and reading past
 #: the end costs nothing (the buffer is shrunk to what was read).
@@ -36,7 +45,7 @@ _FIRST_READ = 1 << 20
 _MAX_READ = 64 << 20
 
 
-def read_bytes(path):
+def read_bytes(path: FilePath) -> bytes:
     """Return the whole content of the file at ``path`` as bytes.
 
     ``open(path, "rb").read()`` without the ``isatty()`` ioctl and, for
@@ -55,7 +64,7 @@ def read_bytes(path):
                 # now); one byte more finds a file that grew.
                 data = os.pread(fd, st.st_size + 1, 0)
                 os.lseek(fd, len(data), os.SEEK_SET)
-        chunks = [data]
+        chunks: List[bytes] = [data]
         size = _FIRST_READ
         while data:
             data = os.read(fd, size)
@@ -69,7 +78,7 @@ def read_bytes(path):
     return b"".join(chunks)
 
 
-def pil_loader(path):
+def pil_loader(path: FilePath) -> PILImage:
     """Return the image at ``path`` as an RGB ``PIL.Image.Image``.
 
     What ``torchvision.datasets.folder.pil_loader`` returns, read with

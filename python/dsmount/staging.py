@@ -29,7 +29,14 @@ Example::
         loss = model(images).loss(labels)   # already on the GPU
 """
 
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator, Optional, Sized, Tuple, Union, cast
+
 import torch
+
+#: A batch: tensors, or tuples / lists / dicts of them, or anything else.
+Batch = Any
 
 
 class StagingLoader:
@@ -42,29 +49,30 @@ class StagingLoader:
             available, else the batches are yielded as they come.
     """
 
-    def __init__(self, loader, device=None):
+    def __init__(self, loader: Iterable[Batch], device: Union[str, torch.device, None] = None) -> None:
         self.loader = loader
         if device is None:
             device = "cuda" if torch.cuda.is_available() else None
-        self.device = torch.device(device) if device is not None else None
+        self.device: Optional[torch.device] = torch.device(device) if device is not None else None
 
-    def __len__(self):
-        return len(self.loader)
+    def __len__(self) -> int:
+        return len(cast(Sized, self.loader))  # TypeError if the loader has no len()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:
         if self.device is not None and self.device.type == "cuda":
             return self._iter_cuda()
         return self._iter_plain()
 
-    def _iter_plain(self):
+    def _iter_plain(self) -> Iterator[Batch]:
+        device = self.device
         for batch in self.loader:
-            if self.device is not None:
-                batch = _map_tensors(batch, lambda t: t.to(self.device))
+            if device is not None:
+                batch = _map_tensors(batch, lambda t: t.to(device))
             yield batch
 
-    def _iter_cuda(self):
+    def _iter_cuda(self) -> Iterator[Batch]:
         side = torch.cuda.Stream(device=self.device)
-        pending = None
+        pending: Optional[Tuple[Batch, torch.cuda.Event]] = None
         for host in self.loader:
             staged = self._stage(host, side)
             if pending is not None:
@@ -73,7 +81,7 @@ class StagingLoader:
         if pending is not None:
             yield self._hand_over(pending)
 
-    def _stage(self, host, side):
+    def _stage(self, host: Batch, side: torch.cuda.Stream) -> Tuple[Batch, torch.cuda.Event]:
         """Start copying ``host`` to the device on stream ``side``.
 
         Returns (device batch, event recorded after its copies).
@@ -85,7 +93,7 @@ class StagingLoader:
             done.record(side)
         return dev, done
 
-    def _hand_over(self, staged):
+    def _hand_over(self, staged: Tuple[Batch, torch.cuda.Event]) -> Batch:
         """Make a staged batch safe to use on the current stream."""
         dev, done = staged
         current = torch.cuda.current_stream(self.device)
@@ -94,14 +102,14 @@ class StagingLoader:
         return dev
 
 
-def _pinned(t):
+def _pinned(t: torch.Tensor) -> torch.Tensor:
     """``t`` in pinned host memory (tensors already on a device stay put)."""
     if t.device.type != "cpu" or t.is_pinned():
         return t
     return t.pin_memory()
 
 
-def _map_tensors(obj, fn):
+def _map_tensors(obj: Batch, fn: Callable[[torch.Tensor], Any]) -> Batch:
     """Apply ``fn`` to every tensor in a nest of tuples, lists and dicts."""
     if isinstance(obj, torch.Tensor):
         return fn(obj)
