@@ -12,28 +12,58 @@ what the declared orders need soonest.
 * :func:`read_bytes` and :func:`pil_loader` read a sample without the
   ``isatty()`` ioctl that Python's default ``open()`` sends the daemon for
   every file: ``ImageFolder(root, loader=dsmount.pil_loader)``.
+* :class:`DistributedOrderedSampler` (in :mod:`dsmount.distributed`) is a
+  ``DistributedSampler`` that declares its rank's share: what PyTorch
+  Lightning leaves in place; :func:`follow_accelerate` makes an
+  OrderedSampler in an Accelerate-prepared DataLoader declare only this
+  process's batches (docs/frameworks.md).
 * :class:`StagingLoader` (in :mod:`dsmount.staging`) overlaps host-to-GPU
   copies with compute.
 
-Only the standard library is needed; torch is imported where it is used.
+Only the standard library is needed; torch (``pip install dsmount[torch]``)
+is imported where it is used: ``DistributedOrderedSampler`` and
+``StagingLoader`` are imported on first use, and are not in ``__all__`` so
+that ``from dsmount import *`` works without torch.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .control import (CONTROL_NAME, Client, DsmountError, PathTable, declare_order, end_job,
                       find_mount_root, relative_path, stats)
+from .frameworks import follow_accelerate
 from .loaders import pil_loader, read_bytes
 from .sampler import OrderedSampler, default_job_name
 
+if TYPE_CHECKING:
+    from .distributed import DistributedOrderedSampler
+    from .staging import StagingLoader
 
-def __getattr__(name):
-    # StagingLoader needs torch; import it only when asked for.
-    if name == "StagingLoader":
-        from .staging import StagingLoader
-        return StagingLoader
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+#: The package's version (the one in its metadata: pyproject.toml reads it here).
+__version__ = "0.1.0"
+
+#: The names that need torch, and the module of each.
+_TORCH_NAMES = {"DistributedOrderedSampler": "distributed", "StagingLoader": "staging"}
+
+
+def __getattr__(name: str) -> Any:
+    # These need torch; import them only when asked for.
+    module = _TORCH_NAMES.get(name)
+    if module is None:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    try:
+        mod = importlib.import_module("." + module, __name__)
+    except ModuleNotFoundError as e:
+        if e.name != "torch" and not (e.name or "").startswith("torch."):
+            raise
+        raise ModuleNotFoundError("dsmount.%s needs PyTorch, which is not installed: pip install 'dsmount[torch]' "
+                                  "(or your distribution's package, e.g. Debian's python3-torch)" % name,
+                                  name=e.name) from e
+    return getattr(mod, name)
 
 
 __all__ = [
-    "CONTROL_NAME", "Client", "DsmountError", "OrderedSampler", "PathTable", "StagingLoader",
-    "declare_order", "default_job_name", "end_job", "find_mount_root",
+    "CONTROL_NAME", "Client", "DsmountError", "OrderedSampler", "PathTable",
+    "declare_order", "default_job_name", "end_job", "find_mount_root", "follow_accelerate",
     "pil_loader", "read_bytes", "relative_path", "stats",
 ]
