@@ -18,10 +18,10 @@ fi
 work=$(mktemp -d)
 mnt="$work/mnt"
 mkdir -p "$mnt"
-pid=
+daemon=
 cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   mountpoint -q "$mnt" 2>/dev/null && (umount -l "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null)
+  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -29,20 +29,18 @@ trap cleanup EXIT
 echo "== building dsmount"
 (cd "$repo" && go build -o "$work/dsmount" ./cmd/dsmount)
 
+# -d: the daemon goes to the background (its log in the cache dir) and the
+# command returns once the mount serves reads, or fails with the reason.
 start_mount() {
-  "$work/dsmount" mount "$src" "$mnt" --cache-dir "$work/cache" "$@" 2>>"$work/log" &
-  pid=$!
-  for _ in $(seq 200); do
-    grep -q 'msg=mounted' "$work/log" 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || { cat "$work/log"; echo "dsmount exited early" >&2; exit 1; }
-    sleep 0.05
-  done
-  cat "$work/log"; echo "mount did not come up" >&2; exit 1
+  "$work/dsmount" mount -d "$src" "$mnt" --cache-dir "$work/cache" "$@" 2>"$work/mount.out" || { cat "$work/mount.out" >&2; exit 1; }
+  daemon=$(grep -o 'daemon_pid=[0-9]*' "$work/mount.out" | cut -d= -f2)
 }
+# The daemon exits with its last mount; the next mount of the same cache
+# dir starts a new one once it has.
 stop_mount() {
   "$work/dsmount" unmount "$mnt"
-  wait "$pid"; pid=
-  : >"$work/log"
+  while kill -0 "$daemon" 2>/dev/null; do sleep 0.05; done
+  daemon=
 }
 verify_pass() {
   local n=0
@@ -64,7 +62,7 @@ verify_pass
 stop_mount
 echo "== remount on the same cache (stored listing, cached chunks)"
 start_mount
-grep -o 'using stored listing[^"]*' "$work/log" | head -1 || true
+grep -o 'using stored listing[^"]*' "$work/cache/dsmount.log" | tail -1 || true
 verify_pass
 echo "   cache: $(du -sh "$work/cache/data" | cut -f1) in $work/cache"
 stop_mount

@@ -122,7 +122,7 @@ func (g *rawGetter) send(ctx context.Context, path, escaped, query string, heade
 	// u.String() re-escapes; keep the exact path that is signed and sent.
 	req.URL.Path, req.URL.RawPath = u.Path, escaped
 	header(req.Header)
-	req.Header.Set("User-Agent", "dsmount")
+	req.Header.Set("User-Agent", userAgent)
 	if g.creds != nil {
 		creds, err := g.creds.Retrieve(ctx)
 		if err != nil {

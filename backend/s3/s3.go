@@ -17,9 +17,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/internal/version"
 )
 
 // Options configures New. The zero value uses the standard AWS configuration
@@ -46,9 +48,19 @@ type Options struct {
 	// ListParallel is how many listings List runs at once (list.go).
 	// Default 32.
 	ListParallel int
+	// Profile names the shared configuration profile (~/.aws/config and
+	// credentials) to use instead of AWS_PROFILE's or the default.
+	Profile string
+	// Credentials, if set, are used instead of the configuration's: a
+	// mount that joins a running daemon hands it the joining shell's
+	// static keys this way.
+	Credentials *aws.Credentials
 	// Logger receives retry warnings. Nil discards them.
 	Logger *slog.Logger
 }
+
+// userAgent names dsmount and its version to the store (its access logs).
+var userAgent = "dsmount/" + version.String()
 
 // Backend reads objects under one bucket prefix.
 type Backend struct {
@@ -136,9 +148,18 @@ func New(ctx context.Context, source string, opts Options) (*Backend, error) {
 	if opts.Region != "" {
 		loadOpts = append(loadOpts, config.WithRegion(opts.Region))
 	}
-	if opts.Anonymous {
-		loadOpts = append(loadOpts, config.WithCredentialsProvider(aws.AnonymousCredentials{}))
+	if opts.Profile != "" {
+		loadOpts = append(loadOpts, config.WithSharedConfigProfile(opts.Profile))
 	}
+	switch {
+	case opts.Anonymous:
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(aws.AnonymousCredentials{}))
+	case opts.Credentials != nil:
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(credentials.StaticCredentialsProvider{Value: *opts.Credentials}))
+	}
+	// The SDK's requests carry the version in their User-Agent; the raw
+	// GETs set theirs (get.go).
+	loadOpts = append(loadOpts, config.WithAppID(userAgent))
 	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
 		return nil, backend.Wrap("open", source, backend.ErrInvalid, fmt.Errorf("loading AWS configuration: %w", err))

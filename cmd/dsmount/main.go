@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dsmount/dsmount/internal/version"
 )
 
 // Exit codes: 1 for a command line that can't be run, 2 for a failure while
@@ -28,6 +30,10 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 
 func main() {
 	root := newRootCmd()
+	root.SetArgs(fuseHelperArgs(os.Args[1:], func(name string) bool {
+		c, _, err := root.Find([]string{name})
+		return err == nil && c != root
+	}))
 	stopProfile := startProfile()
 	err := root.Execute()
 	stopProfile()
@@ -52,7 +58,13 @@ func newRootCmd() *cobra.Command {
 		Long: `dsmount mounts a training dataset that lives in S3 (or any S3-compatible
 store) or in a slow local directory (HDD, NFS) as an ordinary read-only
 directory. Reads are served from a persistent, checksummed chunk cache on
-local disk; what is missing is fetched from the source and kept.`,
+local disk; what is missing is fetched from the source and kept.
+
+Every flag can also be set in the environment as DSMOUNT_<FLAG>
+(DSMOUNT_CACHE_DIR=/nvme/dsmount); a flag on the command line wins.
+mount(8) and /etc/fstab run it as 'dsmount SOURCE MOUNTPOINT -o OPTIONS'
+(type fuse.dsmount): see 'dsmount mount --help'.`,
+		Version:       version.String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -68,6 +80,20 @@ local disk; what is missing is fetched from the source and kept.`,
 		return nil
 	}
 	root.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
+	// Mount options (-o) first, then the environment for what neither
+	// the command line nor the options set.
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if c.Flags().Lookup("options") != nil {
+			opts, err := c.Flags().GetStringArray("options")
+			if err != nil {
+				return err
+			}
+			if err := applyMountOptions(c, opts); err != nil {
+				return err
+			}
+		}
+		return applyEnv(c, os.LookupEnv)
+	}
 	root.AddCommand(newMountCmd(), newUnmountCmd(), newDaemonCmd(), newWarmCmd(), newOrderCmd(), newStatsCmd())
 	return root
 }

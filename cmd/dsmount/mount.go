@@ -44,6 +44,10 @@ type mountFlags struct {
 
 	// Local sources: serve symlinks that lead outside the source.
 	followExternalSymlinks bool
+
+	profile, region string // s3:// sources: AWS profile and region
+	background      bool   // --daemon: return once the mount serves
+	options         []string
 }
 
 func newMountCmd() *cobra.Command {
@@ -54,24 +58,46 @@ func newMountCmd() *cobra.Command {
 		Long: `Mount SOURCE read-only at MOUNTPOINT.
 
 If a dsmount daemon already serves --cache-dir, the mount is added to it
-and this command returns at once; the mount stays until 'dsmount unmount
-MOUNTPOINT'. Otherwise this process becomes that daemon, in the foreground:
-it serves this mount and any joined later, unmounts everything on
-SIGINT/SIGTERM, and exits when its last mount is unmounted.
+and this command returns once the mount serves reads; the mount stays
+until 'dsmount unmount MOUNTPOINT' (or umount). Otherwise this process
+becomes that daemon, in the foreground: it serves this mount and any
+joined later, unmounts everything on SIGINT/SIGTERM, and exits when its
+last mount is unmounted. With --daemon (-d) the daemon goes to the
+background instead, logging to <cache-dir>/dsmount.log, and this command
+returns once the mount serves reads, or fails with the reason.
+
+mount(8) and /etc/fstab mount it as type fuse.dsmount, with every flag
+as an -o option (cache_dir=/nvme/dsmount,cache_size=500G,allow_other):
+  mount -t fuse.dsmount s3://bucket/prefix /mnt/data -o cache_dir=/nvme/dsmount
+  s3://bucket/prefix  /mnt/data  fuse.dsmount  cache_dir=/nvme/dsmount,_netdev,nofail  0 0
+
+Every flag can also come from the environment as DSMOUNT_<FLAG>
+(DSMOUNT_CACHE_DIR, DSMOUNT_CACHE_SIZE, ...); a flag or option given
+wins.
 
 SOURCE is s3://BUCKET[/PREFIX] or a local directory. S3 credentials, region
 and endpoint come from the standard AWS configuration (AWS_ACCESS_KEY_ID,
-AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3, ...);
---s3-endpoint and --s3-path-style serve S3-compatible stores such as MinIO.
+AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3, ...),
+or --profile and --region; --s3-endpoint and --s3-path-style serve
+S3-compatible stores such as MinIO. A mount that joins a running daemon is
+read with this shell's credentials: its AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) if set, else its --profile
+(resolved by the daemon from the same user's AWS files), else the
+daemon's own.
 
 The first mount of a source lists it and keeps the listing in the cache;
 later mounts reuse it (--refresh lists again, picking up changed objects).`,
 		Example: `  dsmount mount s3://my-datasets/imagenet /mnt/imagenet --cache-dir /nvme/dsmount --cache-size 500G
-  dsmount mount /nfs/datasets/coco /mnt/coco
+  dsmount mount -d /nfs/datasets/coco /mnt/coco && dsmount warm /mnt/coco/val
   dsmount mount s3://bucket/prefix /mnt/data --s3-endpoint http://127.0.0.1:9000 --s3-path-style`,
 		Args: exactArgs(2, "SOURCE and MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runMount(cmd.Context(), cmd, args[0], args[1], f)
+			ready := readinessFromEnv()
+			err := runMount(cmd.Context(), cmd, args[0], args[1], f, &ready)
+			if err != nil {
+				ready.failed(err)
+			}
+			return err
 		},
 	}
 	addMountFlags(cmd, &f)
@@ -89,6 +115,10 @@ func addMountFlags(cmd *cobra.Command, f *mountFlags) {
 	fl.BoolVar(&f.followExternalSymlinks, "follow-external-symlinks", false, "local sources: serve symlinks that lead outside SOURCE (by default they are skipped, and reads through them fail)")
 	fl.BoolVar(&f.refresh, "refresh", false, "list the source again instead of using the stored listing")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one read the mount")
+	fl.StringVar(&f.profile, "profile", "", "s3:// sources: the AWS profile to use (default: AWS_PROFILE, or the default profile)")
+	fl.StringVar(&f.region, "region", "", "s3:// sources: the bucket's region (default: AWS_REGION or the profile's; a bucket elsewhere is followed)")
+	fl.BoolVarP(&f.background, "daemon", "d", false, "run in the background: return once the mount serves reads (the daemon logs to <cache-dir>/dsmount.log)")
+	fl.StringArrayVarP(&f.options, "options", "o", nil, optionsHelp)
 	fl.StringVar(&f.fastPath, "fast-path", string(dsfs.FastPathAuto), "how hot reads skip the daemon: no-open (small files: served from the kernel's page cache), passthrough (large files: the kernel reads the cache file; Linux >= 6.9, root), off, or auto (from the dataset's file sizes)")
 }
 
@@ -230,7 +260,7 @@ func checkMountpoint(dir string) (string, error) {
 	return abs, nil
 }
 
-func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string, f mountFlags) error {
+func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string, f mountFlags, ready *readiness) error {
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
 		return err
@@ -240,7 +270,8 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		return err
 	}
 	req := control.MountRequest{Source: p.source, Mountpoint: p.mountpoint, S3Endpoint: f.s3Endpoint, S3PathStyle: f.s3PathStyle,
-		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther, FastPath: f.fastPath, FollowExternalSymlinks: f.followExternalSymlinks}
+		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther, FastPath: f.fastPath, FollowExternalSymlinks: f.followExternalSymlinks,
+		Profile: f.profile, Region: f.region}
 	if req.Source, err = normaliseSource(p.source); err != nil {
 		return err
 	}
@@ -256,26 +287,40 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	if cmd.Flags().Changed("cache-policy") {
 		req.Policy = f.policy
 	}
-	// Join the daemon of this cache dir if one runs.
-	if reply, joined, err := daemon.Join(p.cacheDir, req); joined {
+	// Join the daemon of this cache dir if one runs, with this shell's
+	// keys if it has any.
+	joinReq := req
+	joinReq.Credentials = envCredentials(req.Source, req.Anonymous, os.LookupEnv)
+	if reply, joined, err := daemon.Join(p.cacheDir, joinReq); joined {
 		if err != nil {
 			return err
 		}
+		ready.ready(reply.Files, reply.Dirs)
 		log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", reply.Files, "dirs", reply.Dirs, "daemon_pid", reply.Pid,
-			"note", "served by the running daemon; 'dsmount unmount' to remove")
+			"credentials", credentialsSource(joinReq), "note", "served by the running daemon; 'dsmount unmount' to remove")
 		return nil
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.background {
+		res, err := startInBackground(ctx, cmd, req.Source, p.mountpoint, p.cacheDir)
+		if err != nil {
+			return err
+		}
+		log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", res.files, "dirs", res.dirs, "daemon_pid", res.pid,
+			"log", filepath.Join(p.cacheDir, logName), "note", "the daemon runs in the background; 'dsmount unmount' or umount to remove")
+		return nil
+	}
 	d, err := startDaemon(p.settings(f), f.metricsAddr, true, log)
 	if errors.Is(err, cache.ErrInUse) {
 		// Another dsmount holds the cache dir but didn't answer: it may be
 		// starting (two mounts racing) — give its socket a moment.
-		if reply, joined, jerr := daemon.WaitAndJoin(ctx, p.cacheDir, req); joined {
+		if reply, joined, jerr := daemon.WaitAndJoin(ctx, p.cacheDir, joinReq); joined {
 			if jerr != nil {
 				return jerr
 			}
+			ready.ready(reply.Files, reply.Dirs)
 			log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", reply.Files, "dirs", reply.Dirs, "daemon_pid", reply.Pid)
 			return nil
 		}
@@ -283,11 +328,16 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	if err != nil {
 		return err
 	}
-	if _, err := d.AddMount(ctx, req); err != nil {
+	m, err := d.AddMount(ctx, req)
+	if err != nil {
 		d.Close()
 		return err
 	}
-	d.Run(ctx)
+	ready.ready(m.Files(), m.Dirs())
+	notify(log, "READY=1\nSTATUS=serving "+p.mountpoint)
+	d.Wait(ctx)
+	notify(log, "STOPPING=1")
+	d.Close()
 	return nil
 }
 
@@ -343,7 +393,10 @@ unmounts everything and exits.`,
 			}
 			used, capacity := d.CacheSize()
 			log.Info("daemon ready", "cache_dir", cf.Dir, "socket", d.SocketPath(), "cache_used", used, "cache_capacity", capacity, "pid", os.Getpid())
-			d.Run(ctx)
+			notify(log, "READY=1\nSTATUS=serving "+cf.Dir)
+			d.Wait(ctx)
+			notify(log, "STOPPING=1")
+			d.Close()
 			return nil
 		},
 	}

@@ -30,6 +30,23 @@ type MountRequest struct {
 	Policy    string `json:"policy,omitempty"`
 
 	FollowExternalSymlinks bool `json:"follow_external_symlinks,omitempty"`
+
+	// Profile and Region (s3:// sources) name the AWS profile and region
+	// to use (--profile, --region); empty: the daemon's configuration.
+	Profile string `json:"profile,omitempty"`
+	Region  string `json:"region,omitempty"`
+	// Credentials are the joining shell's static AWS keys: a mount is read
+	// with the keys of whoever mounts it, not the daemon's. The socket
+	// serves the daemon's own user and root alone (0600, SO_PEERCRED).
+	Credentials *Credentials `json:"credentials,omitempty"`
+}
+
+// Credentials are static AWS keys (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+type Credentials struct {
+	AccessKeyID     string `json:"access_key_id"`
+	SecretAccessKey string `json:"secret_access_key"`
+	SessionToken    string `json:"session_token,omitempty"`
 }
 
 // MountReply answers a MountRequest: an error, or the mount's size.

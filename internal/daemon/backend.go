@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/posix"
 	"github.com/dsmount/dsmount/backend/s3"
@@ -20,13 +22,16 @@ func CheckSource(req control.MountRequest) error {
 		if req.FollowExternalSymlinks {
 			return fmt.Errorf("--follow-external-symlinks applies to local sources only")
 		}
+		if req.Anonymous && (req.Profile != "" || req.Credentials != nil) {
+			return fmt.Errorf("--anonymous reads without credentials: drop --profile (or AWS keys)")
+		}
 		return nil
 	}
 	if i := strings.Index(req.Source, "://"); i > 0 {
 		return fmt.Errorf("unsupported source %q: want s3://BUCKET[/PREFIX] or a local directory", req.Source)
 	}
-	if req.S3Endpoint != "" || req.S3PathStyle || req.Anonymous {
-		return fmt.Errorf("--s3-endpoint, --s3-path-style and --anonymous apply to s3:// sources only")
+	if req.S3Endpoint != "" || req.S3PathStyle || req.Anonymous || req.Profile != "" || req.Region != "" || req.Credentials != nil {
+		return fmt.Errorf("--s3-endpoint, --s3-path-style, --anonymous, --profile, --region and AWS credentials apply to s3:// sources only")
 	}
 	return nil
 }
@@ -38,7 +43,11 @@ func OpenBackend(ctx context.Context, req control.MountRequest, log *slog.Logger
 		return nil, err
 	}
 	if strings.HasPrefix(req.Source, "s3://") {
-		return s3.New(ctx, req.Source, s3.Options{Endpoint: req.S3Endpoint, PathStyle: req.S3PathStyle, Anonymous: req.Anonymous, Logger: log})
+		opts := s3.Options{Endpoint: req.S3Endpoint, PathStyle: req.S3PathStyle, Anonymous: req.Anonymous, Profile: req.Profile, Region: req.Region, Logger: log}
+		if c := req.Credentials; c != nil {
+			opts.Credentials = &aws.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken, Source: "dsmount mount"}
+		}
+		return s3.New(ctx, req.Source, opts)
 	}
 	return posix.New(req.Source, posix.Options{Logger: log, FollowExternalSymlinks: req.FollowExternalSymlinks})
 }

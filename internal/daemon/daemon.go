@@ -200,13 +200,19 @@ func (d *Daemon) CacheSize() (used, capacity any) {
 // Run serves until ctx is done or, for a daemon that exits when empty,
 // until its last mount is gone; then it closes the daemon.
 func (d *Daemon) Run(ctx context.Context) {
+	d.Wait(ctx)
+	d.Close()
+}
+
+// Wait returns when ctx is done or, for a daemon that exits when empty,
+// when its last mount is gone: the daemon should then be closed.
+func (d *Daemon) Wait(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 		d.log.Info("signal received; unmounting everything")
 	case <-d.done:
 		d.log.Info("no mounts left; exiting")
 	}
-	d.Close()
 }
 
 func (d *Daemon) stop() { d.doneOnce.Do(func() { close(d.done) }) }

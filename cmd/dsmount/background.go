@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// A mount in the background (--daemon, or run by mount.fuse3): this process
+// starts itself again as the daemon, detached (a session of its own, stdin
+// from /dev/null, stdout and stderr appended to <cache-dir>/dsmount.log),
+// and waits for it to say, on a pipe, that the mount serves reads or why
+// it failed. So `dsmount mount -d ...; dsmount warm ...` is no race, and a
+// failure is this command's exit status and message.
+
+// readyFDEnv names the pipe (an fd number) on which a daemon started in
+// the background reports "ready" or "error: REASON". It is set for the
+// child only; a user never sets it.
+const readyFDEnv = "DSMOUNT_READY_FD"
+
+// logName is the background daemon's log, in its cache dir.
+const logName = "dsmount.log"
+
+// readiness tells whoever started this process that the mount serves, or
+// why it can't. The zero value tells nobody.
+type readiness struct{ w *os.File }
+
+// readinessFromEnv opens the pipe a parent named in readyFDEnv, if any,
+// and unsets the variable so that nothing this process starts inherits it.
+func readinessFromEnv() readiness {
+	v, ok := os.LookupEnv(readyFDEnv)
+	if !ok {
+		return readiness{}
+	}
+	os.Unsetenv(readyFDEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return readiness{}
+	}
+	return readiness{w: os.NewFile(uintptr(fd), "ready")}
+}
+
+// ready reports success, once.
+func (r *readiness) ready(files, dirs int) {
+	if r.w == nil {
+		return
+	}
+	fmt.Fprintf(r.w, "ready %d %d %d\n", files, dirs, os.Getpid())
+	r.w.Close()
+	r.w = nil
+}
+
+// failed reports err, once; nothing after a success.
+func (r *readiness) failed(err error) {
+	if r.w == nil {
+		return
+	}
+	fmt.Fprintf(r.w, "error: %s\n", oneLine(err.Error()))
+	r.w.Close()
+	r.w = nil
+}
+
+// backgroundResult is what the background daemon reported.
+type backgroundResult struct {
+	files, dirs, pid int
+}
+
+// startInBackground starts `dsmount mount SOURCE MOUNTPOINT` with cmd's
+// flags as given (less --daemon and -o, already applied) as a detached
+// daemon and waits for its report. Cancelling ctx (Ctrl-C) stops it.
+func startInBackground(ctx context.Context, cmd *cobra.Command, source, mountpoint, cacheDir string) (backgroundResult, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return backgroundResult{}, fmt.Errorf("starting the daemon in the background: %w", err)
+	}
+	args := []string{"mount", source, mountpoint}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != "daemon" && f.Name != "options" {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return backgroundResult{}, fmt.Errorf("--cache-dir: %w", err)
+	}
+	logPath := filepath.Join(cacheDir, logName)
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return backgroundResult{}, fmt.Errorf("the daemon's log: %w", err)
+	}
+	defer logFile.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return backgroundResult{}, err
+	}
+	defer pr.Close()
+	child := exec.Command(exe, args...)
+	child.Stdout, child.Stderr = logFile, logFile
+	child.ExtraFiles = []*os.File{pw} // fd 3
+	child.Env = append(os.Environ(), readyFDEnv+"=3")
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		pw.Close()
+		return backgroundResult{}, fmt.Errorf("starting the daemon in the background: %w", err)
+	}
+	pw.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	stop := context.AfterFunc(ctx, func() { child.Process.Signal(syscall.SIGTERM) })
+	defer stop()
+
+	line, rerr := bufio.NewReader(pr).ReadString('\n')
+	line = strings.TrimSpace(line)
+	switch {
+	case strings.HasPrefix(line, "ready "):
+		var res backgroundResult
+		if _, err := fmt.Sscanf(line, "ready %d %d %d", &res.files, &res.dirs, &res.pid); err != nil {
+			return res, fmt.Errorf("the background daemon said %q", line)
+		}
+		return res, nil
+	case strings.HasPrefix(line, "error: "):
+		<-exited
+		return backgroundResult{}, errors.New(strings.TrimPrefix(line, "error: "))
+	}
+	// It ended without a word: killed, or it crashed.
+	werr := <-exited
+	if ctx.Err() != nil {
+		return backgroundResult{}, ctx.Err()
+	}
+	if rerr != nil && rerr != io.EOF {
+		return backgroundResult{}, rerr
+	}
+	return backgroundResult{}, fmt.Errorf("the background daemon exited (%v) before the mount was ready; see %s", werr, logPath)
+}
