@@ -49,6 +49,8 @@ func testRequestRetry(t *testing.T, m *minio, bucket string) {
 		t.Fatal("ReadAt goes through the SDK; want its GETs made directly")
 	}
 	ctx := context.Background()
+	obs := &countingObserver{}
+	b.ObserveRequests(obs)
 
 	proxy.failStatus, proxy.failCode = 503, "SlowDown"
 	proxy.fails.Store(2)
@@ -59,6 +61,11 @@ func testRequestRetry(t *testing.T, m *minio, bucket string) {
 	if f, g := proxy.failed.Load(), proxy.gets.Load(); f != 2 || g != 1 {
 		t.Fatalf("%d refused and %d served GETs; want 2 and 1", f, g)
 	}
+	// The observer heard of each: two throttled GETs, each retried, and
+	// the one that answered.
+	if done, failed, retried, bad := obs.counts(); done != 1 || failed != "throttled=2 timeout=0 other=0" || retried != failed || len(bad) > 0 {
+		t.Errorf("observed %d GETs done (bad times: %q), failed %s, retried %s; want 1, throttled=2 both", done, bad, failed, retried)
+	}
 
 	proxy.failStatus, proxy.failCode = 403, "AccessDenied"
 	proxy.fails.Store(1)
@@ -67,6 +74,9 @@ func testRequestRetry(t *testing.T, m *minio, bucket string) {
 	mustKind(t, err, backend.ErrPermission)
 	if f := proxy.failed.Load(); f != 1 {
 		t.Fatalf("a 403 was asked %d times; want once", f)
+	}
+	if _, failed, retried, _ := obs.counts(); failed != "throttled=2 timeout=0 other=1" || retried != "throttled=2 timeout=0 other=0" {
+		t.Errorf("after a 403: failed %s, retried %s; want one more failure (other) and no retry", failed, retried)
 	}
 	t.Log(err)
 

@@ -99,7 +99,8 @@ func (b *Backend) getRaced(ctx context.Context, obj backend.Object, off, n int64
 		case r := <-results:
 			pending--
 			if r.err == nil {
-				b.tail.answer.observe(time.Since(r.sentAt))
+				r.ans.sentAt, r.ans.firstByte = r.sentAt, time.Since(r.sentAt)
+				b.tail.answer.observe(r.ans.firstByte)
 				if r.hedge {
 					b.tail.hedgesWon.Add(1)
 				}
@@ -107,9 +108,11 @@ func (b *Backend) getRaced(ctx context.Context, obj backend.Object, off, n int64
 				return r.ans, cancels[r.idx], nil
 			}
 			cancels[r.idx]()
-			if throttled(ctx, obj.Key, r.err) {
+			kind := failureKind(ctx, obj.Key, r.err)
+			if kind == backend.FailureThrottled {
 				b.tail.throttled.Add(1)
 			}
+			b.tail.getFailed(ctx, kind)
 			lastErr = r.err
 			if pending == 0 || !retryable(ctx, r.err) {
 				abandon(-1)
@@ -137,6 +140,7 @@ func (b *Backend) getRaced(ctx context.Context, obj backend.Object, off, n int64
 		case <-timeout.C:
 			abandon(-1)
 			b.tail.firstByteTimeouts.Add(1)
+			b.tail.getFailed(ctx, backend.FailureTimeout)
 			if lastErr != nil {
 				return rangeAnswer{}, nil, lastErr
 			}

@@ -90,6 +90,11 @@ func (b *Backend) ReadAt(ctx context.Context, obj backend.Object, p []byte, off 
 			return 0, classify(ctx, "read", obj.Key, fmt.Errorf("%d attempts: %w", failures+stalls, err))
 		}
 		b.tail.retries.Add(1)
+		if stall {
+			b.tail.retried(backend.FailureTimeout)
+		} else {
+			b.tail.retried(failureKind(ctx, obj.Key, err))
+		}
 		// Debug: with many GETs in flight, a store that slows down would
 		// log a line per GET and attempt; failures that remain surface
 		// as the read's error.
@@ -123,6 +128,10 @@ type rangeAnswer struct {
 	lastModified  string // the HTTP date, as sent
 	contentRange  string
 	contentLength int64 // -1: not given
+	// sentAt is when the GET was sent, firstByte how long its answer
+	// took (getRaced): the GET's times reported once its body is in.
+	sentAt    time.Time
+	firstByte time.Duration
 }
 
 // get makes one ranged GET of obj, without the SDK's operation stack where
@@ -180,9 +189,11 @@ func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, o
 	defer out.body.Close()
 
 	if err := checkAnswer(obj, out.etag, out.lastModified); err != nil {
+		b.tail.getFailed(ctx, backend.FailureOther)
 		return 0, false, err
 	}
 	if start, ok := rangeStart(out.contentRange); (ok && start != off) || (!ok && off != 0) {
+		b.tail.getFailed(ctx, backend.FailureOther)
 		return 0, false, backend.Errorf("read", obj.Key, backend.ErrUnavailable,
 			"store answered range bytes=%d- with Content-Range %q", off, out.contentRange)
 	}
@@ -201,10 +212,12 @@ func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, o
 	stall := watch.stop()
 	if err == nil {
 		b.tail.observeBody(n, time.Since(start))
+		b.tail.getDone(out.sentAt, out.firstByte)
 	}
 	switch {
 	case err != nil && stall != nil && ctx.Err() == nil:
 		b.tail.bodyTimeouts.Add(1)
+		b.tail.getFailed(ctx, backend.FailureTimeout)
 		return 0, true, *stall
 	case err == nil && int(want) == len(p):
 		return n, false, nil
@@ -215,6 +228,7 @@ func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, o
 	default:
 		// Includes io.ErrUnexpectedEOF: the connection ended before
 		// Content-Length bytes arrived.
+		b.tail.getFailed(ctx, failureKind(ctx, obj.Key, err))
 		return 0, true, err
 	}
 }

@@ -97,6 +97,9 @@ type tail struct {
 	tokens float64 // hedge budget
 
 	gets, hedges, hedgesWon, firstByteTimeouts, bodyTimeouts, retries, throttled atomic.Int64
+
+	// obs is told of each GET's times and failures (observe.go).
+	obs atomic.Pointer[backend.RequestObserver]
 }
 
 const perMiBMinBytes = 256 << 10

@@ -136,10 +136,15 @@ func testFirstByteTimeout(t *testing.T, m *minio, bucket string) {
 	}
 	proxy.answerStalls.Store(1)
 	before := b.RequestStats()
+	obs := &countingObserver{}
+	b.ObserveRequests(obs)
 	readChecked(t, context.Background(), b, obj, data)
 	st := b.RequestStats()
 	if st.FirstByteTimeouts-before.FirstByteTimeouts != 1 || st.Retries-before.Retries != 1 || st.Hedges != 0 {
 		t.Errorf("stats %+v (before %+v): want one first-byte timeout, one retry, no hedge", st, before)
+	}
+	if done, failed, retried, bad := obs.counts(); done != 1 || failed != "throttled=0 timeout=1 other=0" || retried != failed || len(bad) > 0 {
+		t.Errorf("observed %d GETs done (bad times: %q), failed %s, retried %s; want 1, timeout=1 both", done, bad, failed, retried)
 	}
 }
 
@@ -151,10 +156,17 @@ func testBodyTimeout(t *testing.T, m *minio, bucket string) {
 	train(t, b, obj, data)
 	proxy.bodyStalls.Store(1)
 	before := b.RequestStats()
+	obs := &countingObserver{}
+	b.ObserveRequests(obs)
 	readChecked(t, context.Background(), b, obj, data)
 	st := b.RequestStats()
 	if st.BodyTimeouts-before.BodyTimeouts != 1 || st.Retries-before.Retries != 1 {
 		t.Errorf("stats %+v (before %+v): want one body timeout and one retry", st, before)
+	}
+	// The stalled GET had answered: its time to first byte is not
+	// reported (its body never came), the second GET's is.
+	if done, failed, retried, bad := obs.counts(); done != 1 || failed != "throttled=0 timeout=1 other=0" || retried != failed || len(bad) > 0 {
+		t.Errorf("observed %d GETs done (bad times: %q), failed %s, retried %s; want 1, timeout=1 both", done, bad, failed, retried)
 	}
 }
 
