@@ -125,8 +125,10 @@ type job struct {
 	prefetchHits int64 // first reads of an item that a prefetch had fetched
 	stalls       int64 // first reads of an item that was not cached yet
 	epochStalls  int   // stalls in the current order
-	// stallTime is how long the reads counted as stalls took.
+	// stallTime is how long the reads counted as stalls took, stallHist
+	// each one's time.
 	stallTime time.Duration
+	stallHist StallHistogram
 	// prefetchEvicted counts items fetched ahead for the job and evicted
 	// before it read them: prefetch that cost a GET for nothing.
 	prefetchEvicted int64
@@ -339,6 +341,9 @@ type JobStats struct {
 	AdmissionsRefused int64   `json:"admissions_refused"`
 	EvictedInWindow   int64   `json:"evicted_in_window"`
 	IdleSeconds       float64 `json:"idle_seconds"`
+	// StallHistogram counts the stalls whose time StallSeconds sums, by
+	// how long each took (the daemon's metrics; not in the stats JSON).
+	StallHistogram StallHistogram `json:"-"`
 }
 
 func (j *job) stats(now time.Time) JobStats {
@@ -347,7 +352,7 @@ func (j *job) stats(now time.Time) JobStats {
 		Read: j.nread, Frontier: j.frontier, Window: j.window, ReadRate: j.rate,
 		TotalReads: j.totalReads, Prefetched: j.prefetched, PrefetchHits: j.prefetchHits, Stalls: j.stalls,
 		IdleSeconds:  now.Sub(j.lastActive).Seconds(),
-		StallSeconds: j.stallTime.Seconds(), PrefetchEvicted: j.prefetchEvicted,
+		StallSeconds: j.stallTime.Seconds(), StallHistogram: j.stallHist, PrefetchEvicted: j.prefetchEvicted,
 		PrefetchUnseen: j.prefetchUnseen, AdmissionsRefused: j.refused, EvictedInWindow: j.evictedNeeded,
 	}
 	if j.nread > 0 {

@@ -484,6 +484,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 		r.mu.Lock()
 		for _, j := range matched {
 			j.stallTime += waited
+			j.stallHist.observe(waited)
 		}
 		r.mu.Unlock()
 	}
