@@ -54,6 +54,9 @@ type Config struct {
 	// not an interface: fs only hands it to readahead.NewSequential; it
 	// is a budget, with no store or disk behind it.)
 	Streams *readahead.Streams
+	// ReadLatency, if set, is told how long each read the mount serves
+	// takes (node.Read); the daemon's is its per-mount histogram.
+	ReadLatency ReadObserver
 }
 
 // MountStats are one mount's figures (see internal/control).
@@ -85,6 +88,8 @@ type Mount struct {
 	refusals   atomic.Int64   // sessions refused, for rate-limiting their warnings
 
 	reads, bytesRead, readErrors, lookups atomic.Int64
+	// readLatency is Config.ReadLatency; nil: reads are not timed.
+	readLatency ReadObserver
 	// opens counts the OPENs of files that reached the daemon: on a
 	// no-open mount, the first alone (answered ENOSYS, after which the
 	// kernel sends none). Not in MountStats; tests read it.
@@ -111,6 +116,7 @@ func New(cfg Config) *Mount {
 		uid:        uint32(os.Getuid()),
 		gid:        uint32(os.Getgid()),
 	}
+	m.readLatency = cfg.ReadLatency
 	if present(cfg.Readahead) {
 		m.ra = cfg.Readahead
 	}
