@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -208,67 +206,4 @@ func Unmount(t T, bin, mountpoint string) {
 	if ok, _ := IsMounted(mountpoint); ok {
 		t.Fatalf("dsmount unmount %s exited 0 but it is still mounted", mountpoint)
 	}
-}
-
-// ScrapeMetrics GETs url (http://ADDR/metrics) and parses the Prometheus
-// text. It returns the HTTP status too.
-func ScrapeMetrics(url string) (int, []PromSample, error) {
-	hc := &http.Client{Timeout: 10 * time.Second}
-	resp, err := hc.Get(url)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, err
-	}
-	samples, err := ParsePrometheus(string(body))
-	return resp.StatusCode, samples, err
-}
-
-// PromSample is one line of the Prometheus text format.
-type PromSample struct {
-	Name   string
-	Labels map[string]string
-	Value  float64
-}
-
-// ParsePrometheus parses the Prometheus text exposition format (comments and
-// blank lines skipped).
-func ParsePrometheus(text string) ([]PromSample, error) {
-	var out []PromSample
-	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, labels, value, err := parsePromLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		out = append(out, PromSample{Name: name, Labels: labels, Value: value})
-	}
-	return out, nil
-}
-
-// PromFind returns the value of the sample called name whose labels include
-// all of want (pairs of key, value), and how many samples matched.
-func PromFind(samples []PromSample, name string, want ...string) (float64, int) {
-	var v float64
-	n := 0
-outer:
-	for _, s := range samples {
-		if s.Name != name {
-			continue
-		}
-		for i := 0; i+1 < len(want); i += 2 {
-			if s.Labels[want[i]] != want[i+1] {
-				continue outer
-			}
-		}
-		v = s.Value
-		n++
-	}
-	return v, n
 }

@@ -1,14 +1,11 @@
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -138,21 +135,16 @@ func (m *MinIO) scrapeAPIStats(path string) (APIStats, error) {
 	if resp.StatusCode != http.StatusOK {
 		return s, fmt.Errorf("GET %s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
 	}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, labels, value, err := parsePromLine(line)
-		if err != nil {
-			return s, fmt.Errorf("metrics line %q: %w", line, err)
-		}
+	samples, err := ParsePrometheus(string(body))
+	if err != nil {
+		return s, fmt.Errorf("GET %s: %w", path, err)
+	}
+	for _, sm := range samples {
+		name, labels := sm.Name, sm.Labels
 		if labels["type"] != "s3" {
 			continue
 		}
-		v := int64(value)
+		v := int64(sm.Value)
 		api := strings.ToLower(labels["name"]) // v3 says "GetObject", v2 "getobject"
 		// Node-wide series are minio_api_requests_<x>, per-bucket ones
 		// minio_bucket_api_<x>.
@@ -175,56 +167,5 @@ func (m *MinIO) scrapeAPIStats(path string) (APIStats, error) {
 			s.RecvBytes += v
 		}
 	}
-	return s, sc.Err()
-}
-
-// parsePromLine parses `name{k="v",...} value [timestamp]`.
-func parsePromLine(line string) (name string, labels map[string]string, value float64, err error) {
-	labels = map[string]string{}
-	rest := line
-	if i := strings.IndexByte(line, '{'); i >= 0 {
-		name = line[:i]
-		j := strings.LastIndexByte(line, '}')
-		if j < i {
-			return "", nil, 0, errors.New("unbalanced braces")
-		}
-		ls := line[i+1 : j]
-		for len(ls) > 0 {
-			eq := strings.IndexByte(ls, '=')
-			if eq < 0 || eq+1 >= len(ls) || ls[eq+1] != '"' {
-				return "", nil, 0, errors.New("bad label")
-			}
-			k := strings.TrimSpace(ls[:eq])
-			var val strings.Builder
-			p := eq + 2
-			for ; p < len(ls) && ls[p] != '"'; p++ {
-				if ls[p] == '\\' && p+1 < len(ls) {
-					p++
-					switch ls[p] {
-					case 'n':
-						val.WriteByte('\n')
-					default:
-						val.WriteByte(ls[p])
-					}
-					continue
-				}
-				val.WriteByte(ls[p])
-			}
-			labels[k] = val.String()
-			ls = strings.TrimLeft(ls[min(p+1, len(ls)):], ", ")
-		}
-		rest = strings.TrimSpace(line[j+1:])
-	} else {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			return "", nil, 0, errors.New("no value")
-		}
-		name, rest = f[0], f[1]
-	}
-	f := strings.Fields(rest)
-	if len(f) == 0 {
-		return "", nil, 0, errors.New("no value")
-	}
-	value, err = strconv.ParseFloat(f[0], 64)
-	return name, labels, value, err
+	return s, nil
 }
