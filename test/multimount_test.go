@@ -140,8 +140,8 @@ func TestMultiMount(t *testing.T) {
 		if !strings.HasPrefix(ms.Source, source) || !onePass(ms.BytesRead, f.total) || ms.ReadErrors != 0 || ms.Hits+ms.Misses == 0 {
 			t.Errorf("stats of %s: %+v; want source %s[...], bytes_read %d (one full pass, give or take a re-read page), no read errors", mp, ms, source, f.total)
 		}
-		if v, n := testenv.PromFind(samples, "dsmount_mount_bytes_read_total", "mount", mp); n != 1 || int64(v) != ms.BytesRead {
-			t.Errorf("metrics: dsmount_mount_bytes_read_total{mount=%q} = %v (%d series); stats --json says %d", mp, v, n, ms.BytesRead)
+		if v, n := testenv.PromFind(samples, "dsmount_mount_read_bytes_total", "mount", mp); n != 1 || int64(v) != ms.BytesRead {
+			t.Errorf("metrics: dsmount_mount_read_bytes_total{mount=%q} = %v (%d series); stats --json says %d", mp, v, n, ms.BytesRead)
 		}
 	}
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -72,7 +74,7 @@ func TestStats(t *testing.T) {
 		t.Errorf("stats: used %d, capacity %d, evictions %d, streamed %d; want 0 < used <= capacity = %d, no evictions, nothing streamed",
 			c.Used, c.Capacity, c.Evictions, c.Streamed, capacity)
 	}
-	checkMetrics(t, fmt.Sprintf("127.0.0.1:%d", ports[0]), s1)
+	checkMetrics(t, fmt.Sprintf("127.0.0.1:%d", ports[0]), s1, true)
 
 	// The human table.
 	r := testenv.RunCLI(dsmountBin, nil, 30*time.Second, "stats", mp)
@@ -106,49 +108,147 @@ func TestStats(t *testing.T) {
 	if c.Used != s1.Cache.Used {
 		t.Errorf("cache used %d after the remount, %d before", c.Used, s1.Cache.Used)
 	}
-	checkMetrics(t, fmt.Sprintf("127.0.0.1:%d", ports[1]), s2)
+	checkMetrics(t, fmt.Sprintf("127.0.0.1:%d", ports[1]), s2, false)
 	d.NoErrorLogs()
 	d.Stop()
 }
 
-// checkMetrics scrapes http://addr/metrics and wants 200, every documented
-// metric exactly once with the value `stats --json` gave (s, taken with no
-// reads or fetches since), and the listener bound to 127.0.0.1 only.
-func checkMetrics(t *testing.T, addr string, s testenv.DaemonStats) {
+// checkMetrics scrapes http://addr/metrics (parsed with the Prometheus
+// client's parser) and wants 200; every figure `stats --json` gave (s,
+// taken with no reads or fetches since) under its Prometheus name and
+// type, exactly once, with the same value; the reads' latency histogram
+// holding the mount's reads, and, after a cold pass (cold), the S3 GET
+// histograms holding GETs, with an errors and a retries counter per kind;
+// dsmount_build_info; the process's and the Go runtime's series; no series
+// of the names before issue 27; and the listener bound to 127.0.0.1 only.
+func checkMetrics(t *testing.T, addr string, s testenv.DaemonStats, cold bool) {
 	t.Helper()
 	url := "http://" + addr + "/metrics"
-	code, samples, err := testenv.ScrapeMetrics(url)
+	code, fams, err := testenv.ScrapeFamilies(url)
 	if err != nil || code != 200 {
 		t.Errorf("GET %s: status %d, %v", url, code, err)
 		return
 	}
+	// find returns the series of name whose labels include want (pairs),
+	// failing unless the family has the type.
+	find := func(name string, typ dto.MetricType, want ...string) []*dto.Metric {
+		t.Helper()
+		f, ok := fams[name]
+		if !ok {
+			t.Errorf("%s: no %s", url, name)
+			return nil
+		}
+		if f.GetType() != typ {
+			t.Errorf("%s: %s is a %v, want a %v", url, name, f.GetType(), typ)
+		}
+		var out []*dto.Metric
+	next:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(want); i += 2 {
+				if labels[want[i]] != want[i+1] {
+					continue next
+				}
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	value := func(m *dto.Metric) float64 {
+		if m.GetCounter() != nil {
+			return m.GetCounter().GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	type series struct {
+		name   string
+		typ    dto.MetricType
+		labels []string
+		want   int64
+	}
 	c := s.Cache
-	for name, want := range map[string]int64{
-		"dsmount_cache_hits_total":               c.Hits,
-		"dsmount_cache_misses_total":             c.Misses,
-		"dsmount_cache_bytes_from_cache_total":   c.BytesFromCache,
-		"dsmount_cache_bytes_from_backend_total": c.BytesFromBackend,
-		"dsmount_backend_bytes_fetched_total":    c.BytesFetched,
-		"dsmount_fetches_in_flight":              c.FetchesInFlight,
-		"dsmount_cache_used_bytes":               c.Used,
-		"dsmount_cache_capacity_bytes":           c.Capacity,
-	} {
-		v, n := testenv.PromFind(samples, name)
-		if n != 1 || v != float64(want) {
-			t.Errorf("%s: %s = %v (%d series); stats --json says %d", url, name, v, n, want)
+	all := []series{
+		{"dsmount_cache_reads_total", dto.MetricType_COUNTER, []string{"from", "cache"}, c.Hits},
+		{"dsmount_cache_reads_total", dto.MetricType_COUNTER, []string{"from", "backend"}, c.Misses},
+		{"dsmount_cache_read_bytes_total", dto.MetricType_COUNTER, []string{"from", "cache"}, c.BytesFromCache},
+		{"dsmount_cache_read_bytes_total", dto.MetricType_COUNTER, []string{"from", "backend"}, c.BytesFromBackend},
+		{"dsmount_backend_fetched_bytes_total", dto.MetricType_COUNTER, nil, c.BytesFetched},
+		{"dsmount_backend_fetched_chunks_total", dto.MetricType_COUNTER, nil, c.ChunksFetched},
+		{"dsmount_backend_fetches_in_flight", dto.MetricType_GAUGE, nil, c.FetchesInFlight},
+		{"dsmount_cache_used_bytes", dto.MetricType_GAUGE, nil, c.Used},
+		{"dsmount_cache_capacity_bytes", dto.MetricType_GAUGE, nil, c.Capacity},
+	}
+	for _, m := range s.Mounts {
+		mp := []string{"mount", m.Mountpoint}
+		all = append(all,
+			series{"dsmount_mount_reads_total", dto.MetricType_COUNTER, mp, m.Reads},
+			series{"dsmount_mount_read_bytes_total", dto.MetricType_COUNTER, mp, m.BytesRead},
+			series{"dsmount_mount_cache_reads_total", dto.MetricType_COUNTER, append(mp, "from", "cache"), m.Hits},
+			series{"dsmount_mount_cache_reads_total", dto.MetricType_COUNTER, append(mp, "from", "backend"), m.Misses},
+			series{"dsmount_mount_cache_read_bytes_total", dto.MetricType_COUNTER, append(mp, "from", "cache"), m.BytesFromCache},
+			series{"dsmount_mount_cache_read_bytes_total", dto.MetricType_COUNTER, append(mp, "from", "backend"), m.BytesFromBackend},
+			series{"dsmount_backend_get_requests_total", dto.MetricType_COUNTER, mp, m.Backend.Gets},
+		)
+	}
+	for _, x := range all {
+		got := find(x.name, x.typ, x.labels...)
+		if len(got) != 1 || value(got[0]) != float64(x.want) {
+			var vs []float64
+			for _, m := range got {
+				vs = append(vs, value(m))
+			}
+			t.Errorf("%s: %s%v = %v; stats --json says %d", url, x.name, x.labels, vs, x.want)
 		}
 	}
 	for _, m := range s.Mounts {
-		for name, want := range map[string]int64{
-			"dsmount_mount_reads_total":      m.Reads,
-			"dsmount_mount_bytes_read_total": m.BytesRead,
-			"dsmount_mount_hits_total":       m.Hits,
-			"dsmount_mount_misses_total":     m.Misses,
-		} {
-			v, n := testenv.PromFind(samples, name, "mount", m.Mountpoint)
-			if n != 1 || v != float64(want) {
-				t.Errorf("%s: %s{mount=%q} = %v (%d series); stats --json says %d", url, name, m.Mountpoint, v, n, want)
+		reads := find("dsmount_mount_read_duration_seconds", dto.MetricType_HISTOGRAM, "mount", m.Mountpoint)
+		if len(reads) != 1 || reads[0].GetHistogram().GetSampleCount() < uint64(m.Reads) || m.Reads == 0 {
+			t.Errorf("%s: dsmount_mount_read_duration_seconds{mount=%q} = %v; want one series holding the mount's %d reads (the read of the control entry's stats may add some)", url, m.Mountpoint, reads, m.Reads)
+		}
+		for _, name := range []string{"dsmount_backend_get_first_byte_seconds", "dsmount_backend_get_duration_seconds"} {
+			h := find(name, dto.MetricType_HISTOGRAM, "mount", m.Mountpoint)
+			switch {
+			case len(h) != 1:
+				t.Errorf("%s: %s{mount=%q}: %d series, want 1", url, name, m.Mountpoint, len(h))
+			case cold && h[0].GetHistogram().GetSampleCount() == 0:
+				t.Errorf("%s: %s{mount=%q} holds no GET after a cold pass (%d GETs)", url, name, m.Mountpoint, m.Backend.Gets)
+			case !cold && h[0].GetHistogram().GetSampleCount() != 0:
+				t.Errorf("%s: %s{mount=%q} holds %d GETs after a pass served from the cache", url, name, m.Mountpoint, h[0].GetHistogram().GetSampleCount())
 			}
+		}
+		for _, name := range []string{"dsmount_backend_errors_total", "dsmount_backend_retries_total"} {
+			for _, kind := range []string{"throttled", "timeout", "other"} {
+				if got := find(name, dto.MetricType_COUNTER, "mount", m.Mountpoint, "kind", kind); len(got) != 1 {
+					t.Errorf("%s: %s{mount=%q,kind=%q}: %d series, want 1", url, name, m.Mountpoint, kind, len(got))
+				}
+			}
+		}
+	}
+	if info := find("dsmount_build_info", dto.MetricType_GAUGE); len(info) != 1 || value(info[0]) != 1 {
+		t.Errorf("%s: dsmount_build_info = %v; want one series of 1", url, info)
+	} else {
+		labels := map[string]string{}
+		for _, l := range info[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["version"] == "" || !strings.HasPrefix(labels["goversion"], "go") {
+			t.Errorf("%s: dsmount_build_info labels %v; want a version and a goversion", url, labels)
+		}
+	}
+	for name, typ := range map[string]dto.MetricType{"process_resident_memory_bytes": dto.MetricType_GAUGE, "process_cpu_seconds_total": dto.MetricType_COUNTER,
+		"process_open_fds": dto.MetricType_GAUGE, "go_goroutines": dto.MetricType_GAUGE} {
+		if len(find(name, typ)) != 1 {
+			t.Errorf("%s: want one series of %s", url, name)
+		}
+	}
+	for _, old := range []string{"dsmount_cache_hits_total", "dsmount_cache_misses_total", "dsmount_cache_bytes_from_cache_total", "dsmount_cache_bytes_from_backend_total",
+		"dsmount_backend_bytes_fetched_total", "dsmount_backend_chunks_fetched_total", "dsmount_fetches_in_flight", "dsmount_staged_pushed_out_total",
+		"dsmount_mount_bytes_read_total", "dsmount_mount_hits_total", "dsmount_mount_misses_total", "dsmount_job_stall_seconds_total", "dsmount_job_stalls_total"} {
+		if _, ok := fams[old]; ok {
+			t.Errorf("%s: %s is still exported (renamed: docs/metrics.md)", url, old)
 		}
 	}
 	_, portStr, _ := strings.Cut(addr, ":")

@@ -50,7 +50,7 @@
 // staging area unread (dsmount stats' staged_pushed_out).
 //
 // GETs per pass are MinIO's own count (per-bucket in-flight + finished
-// GetObject). While a mount pass runs, the daemon's dsmount_fetches_in_flight
+// GetObject). While a mount pass runs, the daemon's dsmount_backend_fetches_in_flight
 // is scraped every --sample-every (its --metrics-addr) to show how many
 // backend fetches it actually keeps going; the job's prefetched /
 // prefetch_hits / stalls come from `dsmount stats --json` after the pass.

@@ -22,7 +22,7 @@ type result struct {
 	logs  []string // the daemon's WARN/ERROR (and non-JSON) stderr lines
 }
 
-// sampler scrapes a daemon's dsmount_fetches_in_flight every interval while
+// sampler scrapes a daemon's dsmount_backend_fetches_in_flight every interval while
 // a pass runs: how many backend fetches the daemon actually keeps going.
 type sampler struct {
 	stop, done chan struct{}
@@ -48,7 +48,7 @@ func startSampler(url string, every time.Duration) *sampler {
 			case <-tick.C:
 			}
 			_, samples, err := testenv.ScrapeMetrics(url)
-			v, k := testenv.PromFind(samples, "dsmount_fetches_in_flight")
+			v, k := testenv.PromFind(samples, "dsmount_backend_fetches_in_flight")
 			if err != nil || k != 1 {
 				s.errs++
 				continue

@@ -37,6 +37,9 @@ type ServeFunc func(m *dsfs.Mount, mountpoint string, log *slog.Logger) (Served,
 type mount struct {
 	fs     *dsfs.Mount
 	served Served
+	// metrics are its observed series: read latency, the store's GETs
+	// (metrics.go).
+	metrics *liveMetrics
 }
 
 // AddMount opens the request's source, loads its listing (from the cache
@@ -77,6 +80,7 @@ func (d *Daemon) AddMount(ctx context.Context, req control.MountRequest) (*dsfs.
 	if err != nil {
 		return nil, err
 	}
+	metrics := newLiveMetrics(req.Mountpoint, b)
 	objs, err := dsfs.LoadListing(ctx, d.cache, b, req.Refresh, d.log)
 	if err != nil {
 		b.Close()
@@ -92,7 +96,7 @@ func (d *Daemon) AddMount(ctx context.Context, req control.MountRequest) (*dsfs.
 		src.Close()
 		b.Close()
 	}
-	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams})
+	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams, ReadLatency: metrics.readObserver()})
 	reportSkipped(d.log, m.Skipped())
 	// Listing a million keys leaves as much garbage as the tree holds
 	// (the store's answers, decoded); give it back to the system now
@@ -112,7 +116,7 @@ func (d *Daemon) AddMount(ctx context.Context, req control.MountRequest) (*dsfs.
 		release()
 		return nil, errors.New("the dsmount daemon is shutting down")
 	}
-	d.mounts[req.Mountpoint] = mount{fs: m, served: served}
+	d.mounts[req.Mountpoint] = mount{fs: m, served: served, metrics: metrics}
 	d.gone[req.Mountpoint] = make(chan struct{})
 	d.wg.Add(1)
 	d.mu.Unlock()
