@@ -123,18 +123,21 @@ func TestWarmInterruptResume(t *testing.T) {
 	d := mountWarm(t, f, endpoint, warmPrefix, mp, cacheDir, "--cache-size", "1G")
 
 	g0 := f.gets(t)
-	p, err := testenv.StartCLI(dsmountBin, testenv.CLIOptions{}, "warm", mp, "--parallel", "4", "--json")
+	// Its stderr is no terminal: it prints a progress line every
+	// --progress-interval.
+	p, err := testenv.StartCLI(dsmountBin, testenv.CLIOptions{}, "warm", mp, "--parallel", "4", "--json", "--progress-interval", "200ms")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Wait(time.Second) // kill it if the test fails early
-	err = testenv.WaitFor(30*time.Second, 20*time.Millisecond, "warm --check reporting some bytes cached", func() (bool, error) {
+	progress := regexp.MustCompile(`(?m)^dsmount: warm ` + regexp.QuoteMeta(mp) + `: \d+/\d+ files, [0-9.]+ [KMGT]?i?B/[0-9.]+ [KMGT]?i?B \([0-9.]+%\), \d+ MB/s, \d+s elapsed, (about [0-9hms]+ left|time left unknown|finishing)( \(no report from the daemon for \d+s\))?$`)
+	err = testenv.WaitFor(30*time.Second, 20*time.Millisecond, "warm --check reporting some bytes cached, and a progress line", func() (bool, error) {
 		if p.Exited() {
 			r := p.Wait(0)
 			return false, fmt.Errorf("warm exited (code %d) before it could be interrupted\nstdout: %s\nstderr: %s", r.ExitCode, r.Stdout, r.Stderr)
 		}
 		c, err := testenv.WarmCheckErr(dsmountBin, 30*time.Second, mp)
-		return c.BytesCached > 0, err
+		return c.BytesCached > 0 && progress.MatchString(p.Stderr()), err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +154,13 @@ func TestWarmInterruptResume(t *testing.T) {
 	}
 	if stopped > 10*time.Second {
 		t.Errorf("warm took %v to stop after SIGINT, want under 10s", stopped)
+	}
+	// Every stderr line is a progress line (or says the warm waits for
+	// its first report).
+	for _, line := range strings.Split(strings.TrimRight(r.Stderr, "\n"), "\n") {
+		if !progress.MatchString(line) && !strings.Contains(line, "waiting for the daemon's first progress report") {
+			t.Errorf("warm's stderr line %q is not a progress line (%s)", line, progress)
+		}
 	}
 	if out := strings.TrimSpace(r.Stdout); out != "" {
 		var rep testenv.WarmReport

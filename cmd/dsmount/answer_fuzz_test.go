@@ -13,13 +13,15 @@ import (
 	"github.com/dsmount/dsmount/readahead"
 )
 
-// renderEvent shows an event as the commands do (warm's progress bar
-// and totals, stats' tables), to w.
+// renderEvent shows an event as the commands do (warm's progress bar,
+// its progress line without a terminal, and totals, stats' tables), to w.
 func renderEvent(w io.Writer, ev control.Event) error {
 	if ev.Warm != nil {
 		bar := progressBar{out: w}
 		bar.draw(*ev.Warm)
+		bar.draw(*ev.Warm) // again, as the next report would
 		bar.clear()
+		io.WriteString(w, progressLine("/mnt/x", ev.Warm, 0, 0))
 		var total control.WarmProgress
 		addProgress(&total, *ev.Warm)
 	}

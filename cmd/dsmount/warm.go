@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -25,7 +26,13 @@ type warmFlags struct {
 	parallel int
 	check    bool
 	json     bool
+	// progressEvery is how often a progress line is printed where stderr
+	// is not a terminal (0: never).
+	progressEvery time.Duration
 }
+
+// defaultProgressEvery is --progress-interval's default.
+const defaultProgressEvery = 10 * time.Second
 
 func newWarmCmd() *cobra.Command {
 	var f warmFlags
@@ -37,8 +44,13 @@ mount) before a job reads them. Fetches run in the daemon, in parallel, in the
 order the paths are given, and share in-flight fetches with concurrent reads;
 what is cached already is skipped, so warm is resumable. When the paths don't
 fit in the cache, warm says so and fills it up to capacity, earlier paths
-first. Ctrl-C stops it cleanly. The request goes through the mount itself, so
-warm works from a container that sees only the mount.`,
+first. Ctrl-C stops it cleanly (exit 130). The request goes through the mount
+itself, so warm works from a container that sees only the mount.
+
+On a terminal, warm draws a progress bar on stderr. Without one (a Kubernetes
+init container, a CI log) it prints a progress line to stderr every
+--progress-interval instead: files and bytes done, the fetch rate and the
+time left, so a long warm is never silent.`,
 		Example: `  dsmount warm /mnt/imagenet/train
   find /mnt/imagenet/val -name '*.JPEG' | dsmount warm --from-file -
   dsmount warm --check /mnt/imagenet`,
@@ -51,6 +63,7 @@ warm works from a container that sees only the mount.`,
 	fl.IntVar(&f.parallel, "parallel", 64, "chunk fetches in flight")
 	fl.BoolVar(&f.check, "check", false, "report the cached fraction of the paths; fetch nothing")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object")
+	fl.DurationVar(&f.progressEvery, "progress-interval", defaultProgressEvery, "where stderr is not a terminal, print a progress line this often (0: never)")
 	return cmd
 }
 
@@ -63,6 +76,9 @@ type warmGroup struct {
 func runWarm(ctx context.Context, args []string, f warmFlags) error {
 	if f.parallel < 1 || f.parallel > 1024 {
 		return usagef("--parallel: %d is outside 1..1024", f.parallel)
+	}
+	if f.progressEvery < 0 {
+		return usagef("--progress-interval: %v is negative", f.progressEvery)
 	}
 	paths := append([]string(nil), args...)
 	if f.fromFile != "" {
@@ -88,6 +104,10 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 	for _, g := range groups {
 		req := control.Request{Op: "warm", Paths: g.paths, Parallel: f.parallel, Check: f.check}
 		var bar progressBar
+		var lines *progressLines // without a terminal
+		if !tty && !f.check && f.progressEvery > 0 {
+			lines = startProgressLines(os.Stderr, g.root, f.progressEvery)
+		}
 		var last *control.WarmProgress // the latest progress, reported if interrupted
 		err := control.Call(ctx, g.root, req, func(ev control.Event) error {
 			switch {
@@ -105,11 +125,12 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 					fmt.Fprintf(os.Stderr, "dsmount: the paths do not fit: %s more to cache, %s free in the cache; filling it up to capacity, paths given first win\n",
 						units.Bytes(p.Bytes-p.BytesCached), units.Bytes(p.CacheFree))
 				}
-			case ev.Type == "progress":
+			case ev.Type == "progress" && ev.Warm != nil:
 				last = ev.Warm
 				if tty {
 					bar.draw(*ev.Warm)
 				}
+				lines.update(*ev.Warm)
 			case ev.Type == "result" && ev.Warm != nil:
 				if tty {
 					bar.clear()
@@ -118,6 +139,7 @@ func runWarm(ctx context.Context, args []string, f warmFlags) error {
 			}
 			return nil
 		})
+		lines.stop()
 		if ctx.Err() != nil {
 			if tty {
 				bar.clear()
@@ -253,18 +275,24 @@ func printWarm(t control.WarmProgress, asJSON bool) {
 		t.Files, units.Bytes(t.Bytes), t.ChunksFetched, t.ChunksAlreadyCached, t.ChunksNotCached, t.Seconds, rate, state)
 }
 
-// progressBar draws one self-overwriting line on a terminal.
+// progressBar draws a warm's progress on a terminal: one line redrawn in
+// place, as wide as the terminal. schollz/progressbar draws it (the bar,
+// its percentage, elapsed time and time left, fitting it to the width);
+// the figures beside it are the daemon's.
+//
+// The library is given the fraction of bytes done, in barSteps steps,
+// rather than the bytes: with bytes it shows its own rate, measured from
+// its first update, and names that rate's unit from a table that ends at
+// exabytes per second, which a first update of many terabytes a
+// microsecond after the bar started (a resumed warm of a large dataset,
+// mostly cached) goes past: an index out of range.
 type progressBar struct {
-	drawn bool
-	out   io.Writer // nil: os.Stderr
+	out  io.Writer // nil: os.Stderr
+	bar  *progressbar.ProgressBar
+	desc string
 }
 
-func (b *progressBar) writer() io.Writer {
-	if b.out == nil {
-		return os.Stderr
-	}
-	return b.out
-}
+const barSteps = 1000
 
 func (b *progressBar) draw(p control.WarmProgress) {
 	frac := 0.0
@@ -273,22 +301,31 @@ func (b *progressBar) draw(p control.WarmProgress) {
 		// than its width (bytes done past the total) panicked.
 		frac = min(max(float64(p.BytesDone)/float64(p.Bytes), 0), 1)
 	}
-	const width = 30
-	filled := int(frac * width)
-	eta := "--:--"
-	if frac > 0 && p.Seconds > 0 {
-		left := time.Duration(p.Seconds * (1 - frac) / frac * float64(time.Second)).Round(time.Second)
-		eta = left.String()
+	if b.bar == nil {
+		out := b.out
+		if out == nil {
+			out = os.Stderr
+		}
+		b.bar = progressbar.NewOptions64(barSteps,
+			progressbar.OptionSetWriter(out),
+			progressbar.OptionFullWidth(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionUseANSICodes(true),
+			progressbar.OptionClearOnFinish(),
+		)
 	}
-	rate := float64(p.BytesFetched) / 1e6 / max(p.Seconds, 1e-9)
-	fmt.Fprintf(b.writer(), "\r[%s%s] %d/%d files  %s/%s  %.0f MB/s  ETA %s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
-		p.FilesDone, p.Files, units.Bytes(p.BytesDone), units.Bytes(p.Bytes), rate, eta)
-	b.drawn = true
+	b.bar.Set64(int64(frac * barSteps))
+	rate := max(float64(p.BytesFetched), 0) / 1e6 / max(p.Seconds, 1e-9)
+	desc := fmt.Sprintf("%d/%d files  %s/%s  %.0f MB/s ", p.FilesDone, p.Files, units.Bytes(max(p.BytesDone, 0)), units.Bytes(p.Bytes), rate)
+	if desc != b.desc {
+		b.desc = desc
+		b.bar.Describe(desc)
+	}
 }
 
 func (b *progressBar) clear() {
-	if b.drawn {
-		fmt.Fprint(b.writer(), "\r\033[K")
+	if b.bar != nil {
+		b.bar.Clear()
 	}
 }
 
