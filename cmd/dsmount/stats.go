@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/internal/daemon"
@@ -16,12 +20,27 @@ import (
 )
 
 func newStatsCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, watch bool
+	var every time.Duration
 	cmd := &cobra.Command{
 		Use:   "stats MOUNTPOINT",
 		Short: "Show hit rate, traffic and cache fill of a mount and its daemon",
-		Args:  exactArgs(1, "MOUNTPOINT"),
+		Long: `Show a mount's reads, hit rate and traffic, its declared jobs, and its daemon's
+cache fill and fetches.
+
+With --watch, stats asks again every --interval and shows the rates over
+it (reads/s, MB/s read, the hit rate of the interval's reads, MB/s fetched)
+until interrupted: on a terminal it redraws the tables under a line of
+rates; otherwise (a log) it prints one line of rates per interval. Ctrl-C
+(or SIGTERM) ends a watch with exit 0: it is the way a watch ends.
+With --json --watch, each interval prints the report as one JSON line.`,
+		Example: `  dsmount stats /mnt/imagenet
+  dsmount stats --watch --interval 5s /mnt/imagenet`,
+		Args: exactArgs(1, "MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if every <= 0 {
+				return usagef("--interval: %v is not a positive duration", every)
+			}
 			abs, err := filepath.Abs(args[0])
 			if err != nil {
 				return usagef("%s: %w", args[0], err)
@@ -30,30 +49,46 @@ func newStatsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var raw json.RawMessage
-			err = control.Call(cmd.Context(), root, control.Request{Op: "stats"}, func(ev control.Event) error {
-				if ev.Type == "result" {
-					raw = ev.Stats
-				}
-				return nil
-			})
+			out := cmd.OutOrStdout()
+			if watch {
+				return watchStats(cmd.Context(), out, root, every, asJSON, term.IsTerminal(int(os.Stdout.Fd())))
+			}
+			raw, r, err := fetchStats(cmd.Context(), root)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				fmt.Println(string(raw))
+				fmt.Fprintln(out, string(raw))
 				return nil
 			}
-			var r control.StatsReport
-			if err := json.Unmarshal(raw, &r); err != nil {
-				return fmt.Errorf("malformed stats from %s: %w", root, err)
-			}
-			printStats(cmd.OutOrStdout(), r)
+			printStats(out, r)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "show the figures again every --interval, with rates, until interrupted (exit 0)")
+	cmd.Flags().DurationVar(&every, "interval", 2*time.Second, "with --watch, how often to ask")
 	return cmd
+}
+
+// fetchStats asks the mount at root for the stats report: as the daemon
+// sent it, and read.
+func fetchStats(ctx context.Context, root string) (json.RawMessage, control.StatsReport, error) {
+	var raw json.RawMessage
+	var r control.StatsReport
+	err := control.Call(ctx, root, control.Request{Op: "stats"}, func(ev control.Event) error {
+		if ev.Type == "result" {
+			raw = ev.Stats
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, r, err
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, r, fmt.Errorf("malformed stats from %s: %w", root, err)
+	}
+	return raw, r, nil
 }
 
 func hitRate(hits, misses int64) string {
