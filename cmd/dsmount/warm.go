@@ -301,26 +301,27 @@ func (b *progressBar) draw(p control.WarmProgress) {
 		// than its width (bytes done past the total) panicked.
 		frac = min(max(float64(p.BytesDone)/float64(p.Bytes), 0), 1)
 	}
-	if b.bar == nil {
+	rate := max(float64(p.BytesFetched), 0) / 1e6 / max(p.Seconds, 1e-9)
+	desc := fmt.Sprintf("%d/%d files  %s/%s  %.0f MB/s ", p.FilesDone, p.Files, units.Bytes(max(p.BytesDone, 0)), units.Bytes(p.Bytes), rate)
+	switch {
+	case b.bar == nil:
 		out := b.out
 		if out == nil {
 			out = os.Stderr
 		}
 		b.bar = progressbar.NewOptions64(barSteps,
 			progressbar.OptionSetWriter(out),
+			progressbar.OptionSetDescription(desc),
 			progressbar.OptionFullWidth(),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionUseANSICodes(true),
 			progressbar.OptionClearOnFinish(),
 		)
+	case desc != b.desc:
+		b.bar.Describe(desc) // draws
 	}
-	b.bar.Set64(int64(frac * barSteps))
-	rate := max(float64(p.BytesFetched), 0) / 1e6 / max(p.Seconds, 1e-9)
-	desc := fmt.Sprintf("%d/%d files  %s/%s  %.0f MB/s ", p.FilesDone, p.Files, units.Bytes(max(p.BytesDone, 0)), units.Bytes(p.Bytes), rate)
-	if desc != b.desc {
-		b.desc = desc
-		b.bar.Describe(desc)
-	}
+	b.desc = desc
+	b.bar.Set64(int64(frac * barSteps)) // draws if the percentage changed
 }
 
 func (b *progressBar) clear() {
