@@ -23,9 +23,10 @@ func smallLocalSource(t *testing.T, seed uint64) (string, []string) {
 
 // TestMultiMount runs one `dsmount daemon` on a cache dir and adds mounts to
 // it with `dsmount mount`: three of the same S3 source at three mountpoints
-// (each command exits 0 at once, naming the daemon's pid; the third with
-// wrong AWS credentials in its own environment, which must not matter) and a
-// local directory. Three concurrent cold verified readers, one per S3
+// (each command exits 0 at once, naming the daemon's pid; the third with no
+// AWS keys in its own environment, so the daemon's are used) and a local
+// directory; a join with wrong keys of its own fails with the store's
+// refusal, since a joined mount reads with the joining shell's keys. Three concurrent cold verified readers, one per S3
 // mountpoint, make exactly one GET per chunk in all (the mounts share one
 // cache and its in-flight fetches). stats and /metrics attribute the reads
 // to each mount. A second `dsmount daemon` on the dir fails with "in use";
@@ -70,14 +71,32 @@ func TestMultiMount(t *testing.T) {
 		case 1:
 			args = append(append([]string(nil), joinArgs...), "--chunk-size", "1M") // same as the daemon's: fine
 		case 2:
-			// The daemon uses its own credentials, not the joining client's.
-			env = s3Env(m, "AWS_ACCESS_KEY_ID=not-the-daemons-key", "AWS_SECRET_ACCESS_KEY=not-the-daemons-secret")
+			// No keys of its own: the daemon's are used.
+			env = nil
+			for _, kv := range s3Env(m) {
+				if !strings.HasPrefix(kv, "AWS_ACCESS_KEY_ID=") && !strings.HasPrefix(kv, "AWS_SECRET_ACCESS_KEY=") {
+					env = append(env, kv)
+				}
+			}
 		}
 		j := testenv.JoinMount(t, dsmountBin, env, source, mp, cliPrompt, args...)
 		if j.DaemonPID != d.Pid() {
 			t.Errorf("join %d: \"mounted\" names daemon_pid %d, the daemon is %d", i, j.DaemonPID, d.Pid())
 		}
 		t.Logf("joined %s in %v", mp, j.Result.Duration.Round(time.Millisecond))
+	}
+
+	// A join with keys of its own reads with them: wrong ones fail the
+	// join with the store's refusal, and nothing is mounted.
+	wrongKeys := t.TempDir()
+	r = testenv.RunCLI(dsmountBin, s3Env(m, "AWS_ACCESS_KEY_ID=not-the-daemons-key", "AWS_SECRET_ACCESS_KEY=not-the-daemons-secret"), cliPrompt,
+		append([]string{"mount", source, wrongKeys}, joinArgs...)...)
+	if err := oneLineError(r, -1); err != nil || !strings.Contains(r.Stderr, "InvalidAccessKeyId") {
+		t.Errorf("join with wrong keys of its own: %v; stderr %q, want the store's InvalidAccessKeyId", err, r.Stderr)
+	}
+	if ok, _ := testenv.IsMounted(wrongKeys); ok {
+		testenv.LazyUnmount(wrongKeys)
+		t.Errorf("a join with wrong keys left %s mounted", wrongKeys)
 	}
 
 	// A join asking for another chunk size fails and mounts nothing.

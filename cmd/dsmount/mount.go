@@ -293,6 +293,9 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	joinReq.Credentials = envCredentials(req.Source, req.Anonymous, os.LookupEnv)
 	if reply, joined, err := daemon.Join(p.cacheDir, joinReq); joined {
 		if err != nil {
+			if joinReq.Credentials != nil {
+				return fmt.Errorf("%w (a joining mount reads with this shell's AWS_ACCESS_KEY_ID, not the daemon's credentials)", err)
+			}
 			return err
 		}
 		ready.ready(reply.Files, reply.Dirs)
