@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/backend/backendtest"
 )
 
 func write(t *testing.T, root, key string, data []byte) {
@@ -27,41 +27,12 @@ func write(t *testing.T, root, key string, data []byte) {
 	}
 }
 
-func listAll(t *testing.T, b *Backend) map[string]backend.Object {
-	t.Helper()
-	got := map[string]backend.Object{}
-	err := b.List(context.Background(), func(o backend.Object) error {
-		if _, dup := got[o.Key]; dup {
-			t.Errorf("key %q listed twice", o.Key)
-		}
-		got[o.Key] = o
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("List: %v", err)
-	}
-	return got
-}
-
-func keys(m map[string]backend.Object) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
-func mustKind(t *testing.T, err, kind error) {
-	t.Helper()
-	var be *backend.Error
-	if !errors.As(err, &be) {
-		t.Fatalf("error %v (%T) is not a *backend.Error", err, err)
-	}
-	if !errors.Is(err, kind) {
-		t.Fatalf("error %q: want kind %v, got %v", err, kind, be.Kind)
-	}
-}
+// The shared checks of backend/backendtest, by the names these tests use.
+var (
+	listAll  = backendtest.ListAll
+	keys     = backendtest.SortedKeys
+	mustKind = backendtest.MustKind
+)
 
 func TestList(t *testing.T) {
 	root := t.TempDir()
@@ -165,35 +136,13 @@ func TestReadAt(t *testing.T) {
 	obj, err := b.Stat(ctx, "f")
 	must(t, err)
 
-	for _, tc := range []struct {
-		off, n  int64
-		wantN   int
-		wantEOF bool
-	}{
-		{0, 100, 100, false},
-		{4096, 4096, 4096, false},
-		{9999, 1, 1, false},
-		{9000, 4096, 1000, true}, // last partial range
-		{10000, 10, 0, true},     // at the end
-		{20000, 10, 0, true},     // past the end
-	} {
-		p := make([]byte, tc.n)
-		n, err := b.ReadAt(ctx, obj, p, tc.off)
-		if n != tc.wantN || (err == io.EOF) != tc.wantEOF || (err != nil && err != io.EOF) {
-			t.Fatalf("ReadAt(off=%d, len=%d) = %d, %v; want %d, eof=%v", tc.off, tc.n, n, err, tc.wantN, tc.wantEOF)
-		}
-		if n > 0 && !bytes.Equal(p[:n], data[tc.off:tc.off+int64(n)]) {
-			t.Fatalf("ReadAt(off=%d) returned wrong bytes", tc.off)
-		}
-	}
+	backendtest.CheckReadAt(t, b, obj, data)
 
 	z, err := b.Stat(ctx, "zero")
 	must(t, err)
 	if n, err := b.ReadAt(ctx, z, make([]byte, 8), 0); n != 0 || err != io.EOF {
 		t.Fatalf("ReadAt on empty file = %d, %v", n, err)
 	}
-	_, err = b.ReadAt(ctx, obj, make([]byte, 8), -1)
-	mustKind(t, err, backend.ErrInvalid)
 }
 
 func TestReadAtChanged(t *testing.T) {

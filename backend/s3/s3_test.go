@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/backend/backendtest"
 )
 
 // TestMinIO runs every integration case against one MinIO server, once with
@@ -26,10 +26,7 @@ import (
 func TestMinIO(t *testing.T) {
 	m := startMinio(t, minioConfig{})
 	cert := newTestCert(t)
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, m *minio, bucket string)
-	}{
+	cases := []minioCase{
 		{"MissingBucket", testMissingBucket},
 		{"WrongSecret", testWrongSecret},
 		{"ClosedPort", testClosedPort},
@@ -54,13 +51,26 @@ func TestMinIO(t *testing.T) {
 			if bundle {
 				t.Setenv("AWS_CA_BUNDLE", cert.bundle(t))
 			}
-			for j, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					bucket := fmt.Sprintf("b%d-%d-%s", i, j, strings.ToLower(c.name))
-					m.mkbucket(t, bucket)
-					c.fn(t, m, bucket)
-				})
-			}
+			runMinioCases(t, m, fmt.Sprintf("b%d-", i), cases)
+		})
+	}
+}
+
+// minioCase is one integration case: fn runs against m in a bucket of its
+// own.
+type minioCase struct {
+	name string
+	fn   func(t *testing.T, m *minio, bucket string)
+}
+
+// runMinioCases runs each case as a subtest of t, in a new bucket named
+// prefix and the case's name in lower case.
+func runMinioCases(t *testing.T, m *minio, prefix string, cases []minioCase) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bucket := prefix + strings.ToLower(c.name)
+			m.mkbucket(t, bucket)
+			c.fn(t, m, bucket)
 		})
 	}
 }
@@ -97,16 +107,12 @@ func open(t *testing.T, m *minio, source string) *Backend {
 	return b
 }
 
-func mustKind(t *testing.T, err, kind error) {
-	t.Helper()
-	var be *backend.Error
-	if !errors.As(err, &be) {
-		t.Fatalf("error %v (%T) is not a *backend.Error", err, err)
-	}
-	if !errors.Is(err, kind) {
-		t.Fatalf("error %q: want kind %q, got %q", err, kind, be.Kind)
-	}
-}
+// The shared checks of backend/backendtest, by the names these tests use.
+var (
+	mustKind   = backendtest.MustKind
+	listAll    = backendtest.ListAll
+	sortedKeys = backendtest.SortedKeys
+)
 
 func testMissingBucket(t *testing.T, m *minio, _ string) {
 	_, err := New(context.Background(), "s3://nosuch-bucket/x", Options{Endpoint: m.endpoint, PathStyle: true})
@@ -243,28 +249,7 @@ func testReadAt(t *testing.T, m *minio, bucket string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		off, n  int64
-		wantN   int
-		wantEOF bool
-	}{
-		{0, 100, 100, false},
-		{4096, 4096, 4096, false},
-		{0, 10000, 10000, false},
-		{9999, 1, 1, false},
-		{9000, 4096, 1000, true}, // last partial range
-		{10000, 10, 0, true},
-		{12345, 10, 0, true},
-	} {
-		p := make([]byte, tc.n)
-		n, err := b.ReadAt(ctx, obj, p, tc.off)
-		if n != tc.wantN || (err == io.EOF) != tc.wantEOF || (err != nil && err != io.EOF) {
-			t.Fatalf("ReadAt(off=%d, len=%d) = %d, %v; want %d, eof=%v", tc.off, tc.n, n, err, tc.wantN, tc.wantEOF)
-		}
-		if n > 0 && !bytes.Equal(p[:n], data[tc.off:tc.off+int64(n)]) {
-			t.Fatalf("ReadAt(off=%d, len=%d) returned wrong bytes", tc.off, tc.n)
-		}
-	}
+	backendtest.CheckReadAt(t, b, obj, data)
 	// Under WithProgress the body's bytes are reported as they arrive:
 	// every one of them, before ReadAt returns.
 	var reported atomic.Int64
@@ -280,8 +265,6 @@ func testReadAt(t *testing.T, m *minio, bucket string) {
 	if n, err := b.ReadAt(ctx, zero, make([]byte, 10), 0); n != 0 || err != io.EOF {
 		t.Fatalf("ReadAt on empty object = %d, %v", n, err)
 	}
-	_, err = b.ReadAt(ctx, obj, make([]byte, 10), -1)
-	mustKind(t, err, backend.ErrInvalid)
 
 	// A Size larger than the object (stale caller) ends in EOF, not garbage.
 	defer func() {
@@ -322,26 +305,4 @@ func testChanged(t *testing.T, m *minio, bucket string) {
 	}
 	_, err = b.ReadAt(ctx, cur, p, 0)
 	mustKind(t, err, backend.ErrNotFound)
-}
-
-func listAll(t *testing.T, b *Backend) map[string]backend.Object {
-	t.Helper()
-	got := map[string]backend.Object{}
-	err := b.List(context.Background(), func(o backend.Object) error {
-		got[o.Key] = o
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("List: %v", err)
-	}
-	return got
-}
-
-func sortedKeys(m map[string]backend.Object) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
