@@ -56,6 +56,28 @@ func readAll(t *testing.T, s *Source, obj backend.Object) []byte {
 	return buf[:n]
 }
 
+// readAllRight reads each of objs whole through s and fails the test at
+// the first whose bytes are not mem's; when says which read it was.
+func readAllRight(t *testing.T, s *Source, mem *memory.Backend, objs []backend.Object, when string) {
+	t.Helper()
+	for _, o := range objs {
+		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
+			t.Fatalf("%s: wrong bytes %s", o.Key, when)
+		}
+	}
+}
+
+// readAllCached is readAllRight wanting no backend read: every byte comes
+// from the cache.
+func readAllCached(t *testing.T, s *Source, mem *memory.Backend, objs []backend.Object, when string) {
+	t.Helper()
+	before := mem.Reads.Load()
+	readAllRight(t, s, mem, objs, when)
+	if n := mem.Reads.Load() - before; n != 0 {
+		t.Fatalf("%d backend reads %s; want 0", n, when)
+	}
+}
+
 func TestReadsMatchAndPersistAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
 	mem := memory.New()
@@ -66,11 +88,7 @@ func TestReadsMatchAndPersistAcrossReopen(t *testing.T) {
 	}
 	c := openCache(t, dir, Options{ChunkSize: 64 << 10})
 	s := c.Source(mem)
-	for _, o := range objs {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
-			t.Fatalf("%s: bytes differ", o.Key)
-		}
-	}
+	readAllRight(t, s, mem, objs, "on the first read")
 	// Unaligned reads across chunk boundaries.
 	big := objs[len(objs)-1]
 	for _, off := range []int64{0, 1, 64<<10 - 3, 128 << 10, big.Size - 5} {
@@ -87,18 +105,9 @@ func TestReadsMatchAndPersistAcrossReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	before := mem.Reads.Load()
 	c = openCache(t, dir, Options{ChunkSize: 64 << 10})
 	defer c.Close()
-	s = c.Source(mem)
-	for _, o := range objs {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
-			t.Fatalf("%s after reopen: bytes differ", o.Key)
-		}
-	}
-	if n := mem.Reads.Load() - before; n != 0 {
-		t.Fatalf("reopened cache made %d backend reads, want 0", n)
-	}
+	readAllCached(t, c.Source(mem), mem, objs, "after reopen")
 }
 
 func TestSecondOpenIsInUse(t *testing.T) {

@@ -62,12 +62,7 @@ func TestPackedObjectsSurviveReopen(t *testing.T) {
 		objs = append(objs, mem.Put(fmt.Sprintf("o%03d", i), randBytes(r, size)))
 	}
 	c := openCache(t, dir, Options{ChunkSize: 64 << 10})
-	s := c.Source(mem)
-	for _, o := range objs {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
-			t.Fatalf("%s: first read returned wrong bytes", o.Key)
-		}
-	}
+	readAllRight(t, c.Source(mem), mem, objs, "on the first read")
 	c.Close()
 	if n := dataFiles(t, dir); n != 0 {
 		t.Fatalf("%d per-object files for objects of one chunk; want none (packed)", n)
@@ -92,16 +87,7 @@ func TestPackedObjectsSurviveReopen(t *testing.T) {
 
 	c = openCache(t, dir, Options{ChunkSize: 64 << 10})
 	defer c.Close()
-	s = c.Source(mem)
-	before := mem.Reads.Load()
-	for _, o := range objs {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
-			t.Fatalf("%s: read after reopen returned wrong bytes", o.Key)
-		}
-	}
-	if n := mem.Reads.Load() - before; n != 0 {
-		t.Fatalf("%d backend reads after reopen; want 0", n)
-	}
+	readAllCached(t, c.Source(mem), mem, objs, "after reopen")
 	if f := c.Stats().VerifyFailures; f != 0 {
 		t.Fatalf("%d verify failures", f)
 	}
@@ -174,11 +160,7 @@ func TestEvictionFreesPackSpace(t *testing.T) {
 	c.packs.maxSize, c.packs.grow = 256<<10, 64<<10
 	s := c.Source(mem)
 	objs := putRandom(mem, r, "o%03d", 200, objSize)
-	for _, o := range objs {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
-			t.Fatalf("%s: wrong bytes", o.Key)
-		}
-	}
+	readAllRight(t, s, mem, objs, "on the first read")
 	if c.Stats().Evictions == 0 {
 		t.Fatal("nothing was evicted; the test needs a full cache")
 	}
@@ -202,15 +184,7 @@ func TestEvictionFreesPackSpace(t *testing.T) {
 		t.Fatalf("packs take %d bytes on disk for a %d-byte capacity; want at most %d", disk, capacity, limit)
 	}
 	// The survivors still read back right, without a backend read.
-	before := mem.Reads.Load()
-	for _, o := range objs[len(objs)-5:] {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
-			t.Fatalf("%s: wrong bytes after evictions", o.Key)
-		}
-	}
-	if n := mem.Reads.Load() - before; n != 0 {
-		t.Fatalf("%d backend reads for the most recent objects; want 0", n)
-	}
+	readAllCached(t, s, mem, objs[len(objs)-5:], "after evictions")
 }
 
 // TestOpenRemovesUnusedPacks: a pack file no record names (a crash before

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -71,22 +70,12 @@ func TestRestartMakesObjectsOnFirstUse(t *testing.T) {
 	if n := inMemory(c); n != 0 {
 		t.Fatalf("%d objects in memory after restart, want 0 until used", n)
 	}
-	before := mem.Reads.Load()
-	if got := readAll(t, s, objs[2]); !bytes.Equal(got, mem.Data(objs[2].Key)) {
-		t.Fatal("cached object read back wrong after restart")
-	}
-	if n := mem.Reads.Load() - before; n != 0 {
-		t.Fatalf("a cached object cost %d backend reads after restart", n)
-	}
+	readAllCached(t, s, mem, objs[2:3], "after restart")
 	if n := inMemory(c); n != 1 {
 		t.Fatalf("%d objects in memory after reading one, want 1", n)
 	}
 	// New objects evict the least recent ones, untouched since the restart.
-	for _, o := range objs[8:] {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
-			t.Fatalf("%s: bytes differ", o.Key)
-		}
-	}
+	readAllRight(t, s, mem, objs[8:], "of a new object")
 	if c.Stats().Evictions == 0 {
 		t.Fatal("nothing evicted: the test doesn't test eviction")
 	}
@@ -108,11 +97,7 @@ func TestRestartMakesObjectsOnFirstUse(t *testing.T) {
 	if got := cachedSum(s, objs); got != used {
 		t.Fatalf("after a second restart objects said cached hold %d bytes, used says %d", got, used)
 	}
-	for _, o := range objs {
-		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {
-			t.Fatalf("%s after a second restart: bytes differ", o.Key)
-		}
-	}
+	readAllRight(t, s, mem, objs, "after a second restart")
 }
 
 // TestEvictedObjectStaysGone: an object evicted right after a restart,
