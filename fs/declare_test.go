@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsmount/dsmount/backend/memory"
-	"github.com/dsmount/dsmount/cache"
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/readahead"
 )
@@ -28,13 +26,7 @@ var declKeys = []string{
 // declMount is a Mount of declKeys with a readahead registry (no
 // prefetch): what an order request reaches through the control entry.
 func declMount(tb testing.TB) *Mount {
-	c, err := cache.Open(tb.TempDir(), cache.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { c.Close() })
-	src := c.Source(memory.New())
-	tb.Cleanup(src.Close)
+	c, src := emptySource(tb)
 	reg := readahead.New(readahead.Config{NoPrefetch: true})
 	tb.Cleanup(reg.Close)
 	return New(Config{Cache: c, Source: src, Listing: listingOf(declKeys...), Readahead: reg.Mount("m", src)})

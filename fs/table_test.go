@@ -15,6 +15,14 @@ import (
 // tableMount is a Mount of l with just what declarations by table need:
 // its tree and a source on a fresh cache.
 func tableMount(tb testing.TB, l *backend.Listing) *Mount {
+	_, src := emptySource(tb)
+	return &Mount{tree: buildTree(l, time.Now(), ControlName), src: src}
+}
+
+// emptySource is a fresh cache (default options) and its source over an
+// empty store in memory, both closed when the test ends.
+func emptySource(tb testing.TB) (*cache.Cache, *cache.Source) {
+	tb.Helper()
 	c, err := cache.Open(tb.TempDir(), cache.Options{})
 	if err != nil {
 		tb.Fatal(err)
@@ -22,7 +30,7 @@ func tableMount(tb testing.TB, l *backend.Listing) *Mount {
 	tb.Cleanup(func() { c.Close() })
 	src := c.Source(memory.New())
 	tb.Cleanup(src.Close)
-	return &Mount{tree: buildTree(l, time.Now(), ControlName), src: src}
+	return c, src
 }
 
 // TestTableResolvesAsLookup: a table resolves each path to what a lookup

@@ -29,20 +29,29 @@ func newTestMount(t testing.TB, n int) (*Registry, *testMount, []Item) {
 	mem := memory.New()
 	reg := New(Config{NoPrefetch: true})
 	t.Cleanup(reg.Close)
+	src, objs, items := cachedObjects(t, mem, mem, n)
+	return reg, &testMount{reg.Mount("m", src), objs}, items
+}
+
+// cachedObjects puts n one-byte objects in mem, in key order, and opens a
+// fresh cache (closed when the test ends) whose source reads through b (mem
+// or a wrapper of it); it returns the source, the objects, and them as
+// items.
+func cachedObjects(t testing.TB, mem *memory.Backend, b backend.Backend, n int) (*cache.Source, objList, []Item) {
+	t.Helper()
 	c, err := cache.Open(t.TempDir(), cache.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	src := c.Source(mem)
+	src := c.Source(b)
 	items := make([]Item, n)
 	objs := make(objList, n)
 	for i := range items {
-		obj := mem.Put(fmt.Sprintf("f%06d", i), []byte{byte(i)})
-		items[i] = Item{Ref: uint32(i), ID: src.ObjectID(obj)}
-		objs[i] = obj
+		objs[i] = mem.Put(fmt.Sprintf("f%06d", i), []byte{byte(i)})
+		items[i] = Item{Ref: uint32(i), ID: src.ObjectID(objs[i])}
 	}
-	return reg, &testMount{reg.Mount("m", src), objs}, items
+	return src, objs, items
 }
 
 // testMount declares with its objects.

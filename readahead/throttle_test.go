@@ -1,13 +1,11 @@
 package readahead
 
 import (
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dsmount/dsmount/backend/memory"
-	"github.com/dsmount/dsmount/cache"
 )
 
 // throttlingMem is a memory backend whose throttle count the test sets.
@@ -26,18 +24,7 @@ func TestThrottleCutsPrefetch(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	reg := New(Config{NoPrefetch: true, Parallel: 64, Now: func() time.Time { return now }})
 	t.Cleanup(reg.Close)
-	c, err := cache.Open(t.TempDir(), cache.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	src := c.Source(mem)
-	items := make([]Item, 100)
-	objs := make(objList, len(items))
-	for i := range items {
-		objs[i] = mem.Put(fmt.Sprintf("f%03d", i), []byte{byte(i)})
-		items[i] = Item{Ref: uint32(i), ID: src.ObjectID(objs[i])}
-	}
+	src, objs, items := cachedObjects(t, mem.Backend, mem, 100)
 	m := reg.Mount("m", src)
 	if _, err := m.Declare(Declaration{Job: "j", Current: items, Objects: objs, Override: true}); err != nil {
 		t.Fatal(err)
