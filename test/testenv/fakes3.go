@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
-	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -81,57 +80,9 @@ func (f *FakeS3) MountArgs() []string {
 	return []string{"--s3-endpoint", f.Endpoint(), "--s3-path-style"}
 }
 
-type s3Error struct {
-	XMLName xml.Name `xml:"Error"`
-	Code    string
-	Message string
-}
-
-func writeS3Error(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(status)
-	if r.Method != http.MethodHead {
-		out, _ := xml.Marshal(s3Error{Code: code, Message: msg})
-		w.Write([]byte(xml.Header))
-		w.Write(out)
-	}
-}
-
 func (f *FakeS3) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("x-amz-request-id", "fake")
-	raw := r.URL.EscapedPath()
-	p, err := url.PathUnescape(raw)
-	if err != nil {
-		writeS3Error(w, r, 400, "InvalidURI", err.Error())
-		return
-	}
-	p = strings.TrimPrefix(p, "/")
-	bucket, key, hasKey := strings.Cut(p, "/")
-	if bucket != f.Bucket {
-		writeS3Error(w, r, 404, "NoSuchBucket", "The specified bucket does not exist")
-		return
-	}
-	switch {
-	case !hasKey || key == "" && r.Method == http.MethodGet:
-		if r.Method == http.MethodHead {
-			w.WriteHeader(200)
-			return
-		}
-		if r.Method != http.MethodGet {
-			writeS3Error(w, r, 405, "MethodNotAllowed", r.Method)
-			return
-		}
-		if _, ok := r.URL.Query()["location"]; ok {
-			w.Header().Set("Content-Type", "application/xml")
-			fmt.Fprintf(w, `%s<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></LocationConstraint>`, xml.Header)
-			return
-		}
-		f.list(w, r)
-	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		f.object(w, r, key)
-	default:
-		writeS3Error(w, r, 405, "MethodNotAllowed", r.Method)
-	}
+	serveS3Path(w, r, f.Bucket, f.list, f.object)
 }
 
 type listResult struct {
@@ -262,71 +213,6 @@ func (f *FakeS3) object(w http.ResponseWriter, r *http.Request, key string) {
 		writeS3Error(w, r, 404, "NoSuchKey", "The specified key does not exist.")
 		return
 	}
-	etag := `"` + o.etag + `"`
-	if im := r.Header.Get("If-Match"); !f.IgnoreIfMatch && im != "" && im != "*" && strings.Trim(im, `"`) != o.etag {
-		writeS3Error(w, r, 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
-		return
-	}
-	if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == "*" || strings.Trim(inm, `"`) == o.etag) {
-		w.WriteHeader(304)
-		return
-	}
-	h := w.Header()
-	h.Set("ETag", etag)
-	h.Set("Last-Modified", o.modTime.Format(http.TimeFormat))
-	h.Set("Accept-Ranges", "bytes")
-	h.Set("Content-Type", "application/octet-stream")
-	size := int64(len(o.data))
-	start, end, status := int64(0), size-1, 200
-	if rg := r.Header.Get("Range"); rg != "" {
-		s, e, ok := parseRange(rg, size)
-		if !ok {
-			h.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-			writeS3Error(w, r, 416, "InvalidRange", "The requested range is not satisfiable")
-			return
-		}
-		start, end, status = s, e, 206
-		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, size))
-	}
-	n := end - start + 1
-	if n < 0 {
-		n = 0
-	}
-	h.Set("Content-Length", strconv.FormatInt(n, 10))
-	w.WriteHeader(status)
-	if r.Method == http.MethodGet && n > 0 {
-		w.Write(o.data[start : end+1])
-	}
-}
-
-// parseRange handles "bytes=a-b", "bytes=a-" and "bytes=-n".
-func parseRange(s string, size int64) (start, end int64, ok bool) {
-	spec, found := strings.CutPrefix(s, "bytes=")
-	if !found || strings.Contains(spec, ",") {
-		return 0, 0, false
-	}
-	a, b, found := strings.Cut(spec, "-")
-	if !found {
-		return 0, 0, false
-	}
-	if a == "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 {
-			return 0, 0, false
-		}
-		return max(0, size-n), size - 1, size > 0
-	}
-	start, err := strconv.ParseInt(a, 10, 64)
-	if err != nil || start >= size {
-		return 0, 0, false
-	}
-	end = size - 1
-	if b != "" {
-		e, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || e < start {
-			return 0, 0, false
-		}
-		end = min(e, size-1)
-	}
-	return start, end, true
+	serveS3Object(w, r, s3Object{etag: `"` + o.etag + `"`, modTime: o.modTime, size: int64(len(o.data)),
+		body: func(w http.ResponseWriter, start, n int64) { w.Write(o.data[start : start+n]) }}, f.IgnoreIfMatch)
 }

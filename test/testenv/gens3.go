@@ -147,35 +147,10 @@ func (g *GenS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"lists":%d,"gets":%d,"heads":%d}`, c.Lists, c.Gets, c.Heads)
 		return
 	}
-	p, err := url.PathUnescape(r.URL.EscapedPath())
-	if err != nil {
-		genS3Error(w, r, 400, "InvalidURI", err.Error())
-		return
-	}
-	bucket, key, hasKey := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	if bucket != g.Bucket {
-		genS3Error(w, r, 404, "NoSuchBucket", "The specified bucket does not exist")
-		return
-	}
-	switch {
-	case !hasKey || key == "" && r.Method == http.MethodGet:
-		switch {
-		case r.Method == http.MethodHead:
-			w.WriteHeader(200)
-		case r.Method != http.MethodGet:
-			genS3Error(w, r, 405, "MethodNotAllowed", r.Method)
-		case r.URL.Query().Has("location"):
-			w.Header().Set("Content-Type", "application/xml")
-			fmt.Fprintf(w, `%s<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/"></LocationConstraint>`, xml.Header)
-		default:
-			g.lists.Add(1)
-			g.list(w, r)
-		}
-	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		g.object(w, r, key)
-	default:
-		genS3Error(w, r, 405, "MethodNotAllowed", r.Method)
-	}
+	serveS3Path(w, r, g.Bucket, func(w http.ResponseWriter, r *http.Request) {
+		g.lists.Add(1)
+		g.list(w, r)
+	}, g.object)
 }
 
 // genListQuery is a parsed ListObjectsV2 request.
@@ -274,7 +249,7 @@ func (k *GenS3Keys) page(lq genListQuery) genListPage {
 func (g *GenS3) list(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseGenListQuery(r.URL.Query())
 	if err != nil {
-		genS3Error(w, r, 400, "InvalidArgument", err.Error())
+		writeS3Error(w, r, 400, "InvalidArgument", err.Error())
 		return
 	}
 	pg := g.page(lq)
@@ -374,115 +349,25 @@ func (g *GenS3) object(w http.ResponseWriter, r *http.Request, key string) {
 		g.heads.Add(1)
 	}
 	if _, ok := g.Find(key); !ok {
-		genS3Error(w, r, 404, "NoSuchKey", "The specified key does not exist.")
+		writeS3Error(w, r, 404, "NoSuchKey", "The specified key does not exist.")
 		return
 	}
-	etag := GenS3ETag(key, g.size)
-	if im := r.Header.Get("If-Match"); im != "" && im != "*" && strings.Trim(im, `"`) != strings.Trim(etag, `"`) {
-		genS3Error(w, r, 412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
-		return
-	}
-	if inm := r.Header.Get("If-None-Match"); inm != "" && (inm == "*" || strings.Trim(inm, `"`) == strings.Trim(etag, `"`)) {
-		w.WriteHeader(304)
-		return
-	}
-	h := w.Header()
-	h.Set("ETag", etag)
-	h.Set("Last-Modified", genS3ModTime.Format(http.TimeFormat))
-	h.Set("Accept-Ranges", "bytes")
-	h.Set("Content-Type", "application/octet-stream")
-	start, end, status := int64(0), g.size-1, 200
-	if rg := r.Header.Get("Range"); rg != "" {
-		s, e, ok := parseGenRange(rg, g.size)
-		if !ok {
-			h.Set("Content-Range", fmt.Sprintf("bytes */%d", g.size))
-			genS3Error(w, r, 416, "InvalidRange", "The requested range is not satisfiable")
-			return
-		}
-		start, end, status = s, e, 206
-		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end, g.size))
-	}
-	n := max(end-start+1, 0)
-	h.Set("Content-Length", strconv.FormatInt(n, 10))
-	w.WriteHeader(status)
-	if r.Method != http.MethodGet {
-		return
-	}
-	buf := genBufs.Get().(*bytes.Buffer)
-	defer genBufs.Put(buf)
-	for off := start; off < start+n; {
-		m := min(start+n-off, 64<<10)
-		buf.Reset()
-		buf.Grow(int(m))
-		p := buf.AvailableBuffer()[:m]
-		GenS3ReadAt(key, p, off)
-		if _, err := w.Write(p); err != nil {
-			return
-		}
-		off += m
-	}
-}
-
-// genS3Error answers an S3 error document (none to a HEAD).
-func genS3Error(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(status)
-	if r.Method != http.MethodHead {
-		buf := genBufs.Get().(*bytes.Buffer)
-		defer genBufs.Put(buf)
-		buf.Reset()
-		buf.WriteString(xml.Header + "<Error><Code>")
-		xmlText(buf, code)
-		buf.WriteString("</Code><Message>")
-		xmlText(buf, msg)
-		buf.WriteString("</Message></Error>")
-		w.Write(buf.Bytes())
-	}
-}
-
-// parseGenRange reads a Range header of one range, "bytes=a-b",
-// "bytes=a-" or "bytes=-n", against an object of size bytes; ok is false
-// when it is malformed or not satisfiable.
-func parseGenRange(s string, size int64) (start, end int64, ok bool) {
-	spec, found := strings.CutPrefix(s, "bytes=")
-	if !found {
-		return 0, 0, false
-	}
-	a, b, found := strings.Cut(spec, "-")
-	if !found || !allDigits(b) || a != "" && !allDigits(a) {
-		return 0, 0, false
-	}
-	if a == "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n <= 0 || size == 0 {
-			return 0, 0, false
-		}
-		return max(0, size-n), size - 1, true
-	}
-	start, err := strconv.ParseInt(a, 10, 64)
-	if err != nil || start >= size {
-		return 0, 0, false
-	}
-	end = size - 1
-	if b != "" {
-		e, err := strconv.ParseInt(b, 10, 64)
-		if err != nil && !errors.Is(err, strconv.ErrRange) || e < start {
-			return 0, 0, false
-		}
-		if err == nil {
-			end = min(e, size-1)
-		}
-	}
-	return start, end, true
-}
-
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	serveS3Object(w, r, s3Object{etag: GenS3ETag(key, g.size), modTime: genS3ModTime, size: g.size,
+		body: func(w http.ResponseWriter, start, n int64) {
+			buf := genBufs.Get().(*bytes.Buffer)
+			defer genBufs.Put(buf)
+			for off := start; off < start+n; {
+				m := min(start+n-off, 64<<10)
+				buf.Reset()
+				buf.Grow(int(m))
+				p := buf.AvailableBuffer()[:m]
+				GenS3ReadAt(key, p, off)
+				if _, err := w.Write(p); err != nil {
+					return
+				}
+				off += m
+			}
+		}}, false)
 }
 
 var genBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
