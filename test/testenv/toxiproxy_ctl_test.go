@@ -1,10 +1,7 @@
 package testenv
 
 import (
-	"io"
-	"net/http"
 	"testing"
-	"time"
 )
 
 // TestToxiproxyDisable checks SetProxyEnabledErr: a disabled proxy refuses
@@ -15,16 +12,7 @@ func TestToxiproxyDisable(t *testing.T) {
 
 	tp := StartToxiproxy(t)
 	addr := tp.AddProxy("svc", upstream)
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	get := func() error {
-		resp, err := hc.Get("http://" + addr + "/")
-		if err != nil {
-			return err
-		}
-		io.Copy(io.Discard, resp.Body)
-		return resp.Body.Close()
-	}
-	if err := get(); err != nil {
+	if err := getPong(addr); err != nil {
 		t.Fatalf("GET through the proxy: %v", err)
 	}
 	if err := tp.SetProxyEnabledErr("svc", false); err != nil {
@@ -33,13 +21,13 @@ func TestToxiproxyDisable(t *testing.T) {
 	if on, err := tp.ProxyEnabledErr("svc"); err != nil || on {
 		t.Fatalf("ProxyEnabledErr after disabling = %v, %v", on, err)
 	}
-	if err := get(); err == nil {
+	if err := getPong(addr); err == nil {
 		t.Fatal("GET through a disabled proxy succeeded")
 	}
 	if err := tp.SetProxyEnabledErr("svc", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := get(); err != nil {
+	if err := getPong(addr); err != nil {
 		t.Fatalf("GET through the proxy enabled again: %v", err)
 	}
 	tp.AddLatency("svc", 1, 0)
@@ -64,18 +52,14 @@ func TestToxiproxyReplace(t *testing.T) {
 	tp := StartToxiproxy(t)
 	addr := tp.AddProxy("svc", upstream)
 	tp.Kill()
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	if resp, err := hc.Get("http://" + addr + "/"); err == nil {
-		resp.Body.Close()
+	if err := getPong(addr); err == nil {
 		t.Fatal("GET through a killed toxiproxy succeeded")
 	}
 	tp2 := StartToxiproxy(t)
 	if err := tp2.AddProxyAtErr("svc", addr, upstream); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := hc.Get("http://" + addr + "/")
-	if err != nil {
+	if err := getPong(addr); err != nil {
 		t.Fatalf("GET through the new toxiproxy: %v", err)
 	}
-	resp.Body.Close()
 }

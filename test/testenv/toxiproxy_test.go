@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -33,16 +34,9 @@ func TestToxiproxy(t *testing.T) {
 
 	get := func() time.Duration {
 		t.Helper()
-		hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 		start := time.Now()
-		resp, err := hc.Get("http://" + addr + "/")
-		if err != nil {
+		if err := getPong(addr); err != nil {
 			t.Fatalf("GET through the proxy: %v", err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(b) != "pong" {
-			t.Fatalf("GET through the proxy: %q", b)
 		}
 		return time.Since(start)
 	}
@@ -92,4 +86,23 @@ func TestToxiproxy(t *testing.T) {
 	if !strings.HasPrefix(tp.API(), "http://127.0.0.1:") {
 		t.Fatalf("API %q not on 127.0.0.1", tp.API())
 	}
+}
+
+// getPong makes one GET of http://addr/ on a connection of its own and
+// wants ServePong's answer.
+func getPong(addr string) error {
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := hc.Get("http://" + addr + "/")
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if string(b) != "pong" {
+		return fmt.Errorf("answer %q, want pong", b)
+	}
+	return nil
 }
