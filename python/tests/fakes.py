@@ -7,7 +7,9 @@ Pass ``FakeDaemon.opener`` as the ``opener`` of :class:`dsmount.Client`.
 """
 
 import array
+import errno
 import json
+import os
 
 
 class FakeDaemon:
@@ -131,6 +133,25 @@ class _FakeFile:
 
     def close(self):
         self.closed = True
+
+
+class RefusingFile:
+    """A control entry that refuses every write with EFBIG, as the daemon
+    does a request over the caller's bound, with ``line`` (an event line,
+    without its newline) queued to read, or nothing."""
+
+    def __init__(self, line=None):
+        self.out = line.encode() + b"\n" if line is not None else b""
+
+    def write(self, data):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+
+    def read(self, n):
+        chunk, self.out = self.out[:n], self.out[n:]
+        return chunk
+
+    def close(self):
+        pass
 
 
 def _split_nul(b):

@@ -22,7 +22,6 @@ unittest discovery leaves it out: it needs the spec, and runs through
 
 import ast
 import base64
-import errno
 import json
 import logging
 import os
@@ -32,6 +31,8 @@ from unittest import mock
 
 from dsmount import CONTROL_NAME, Client, DsmountError, OrderedSampler, PathTable
 from dsmount import control
+
+from .fakes import RefusingFile
 
 SPEC = None
 RECORDED = []  # the requests written, for the Go test: {"case", "raw", "expect"}
@@ -360,7 +361,7 @@ class CallTest(ProtocolTest):
         # reason, an error event like any other.
         for code, line in SPEC["error_lines"].items():
             with self.subTest(code=code):
-                c = Client("/mnt/ds", opener=lambda root: _RefusingSession(line))
+                c = Client("/mnt/ds", opener=lambda root: RefusingFile(line))
                 with self.assertRaises(DsmountError) as cm:
                     c.stats()
                 self.assertEqual(cm.exception.code, code or None)
@@ -411,23 +412,6 @@ class SourceTest(ProtocolTest):
                     if isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value not in names:
                         bad.append("%s:%d: %r" % (os.path.basename(path), k.lineno, k.value))
         self.assertFalse(bad, "keys that are no field of the Go protocol types")
-
-
-class _RefusingSession:
-    """A control entry that refuses the write (EFBIG) with ``line`` queued."""
-
-    def __init__(self, line):
-        self.out = line.encode() + b"\n"
-
-    def write(self, data):
-        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
-
-    def read(self, n):
-        chunk, self.out = self.out[:n], self.out[n:]
-        return chunk
-
-    def close(self):
-        pass
 
 
 if __name__ == "__main__":

@@ -1,6 +1,5 @@
 """Unit tests of dsmount.control against a fake control entry."""
 
-import errno
 import json
 import os
 import tempfile
@@ -9,7 +8,7 @@ import unittest
 from dsmount import CONTROL_NAME, Client, DsmountError, find_mount_root, relative_path
 from dsmount.control import Relativizer
 
-from .fakes import FakeDaemon
+from .fakes import FakeDaemon, RefusingFile
 
 
 class RelativePathTest(unittest.TestCase):
@@ -142,11 +141,11 @@ class ClientTest(unittest.TestCase):
         # Over the caller's bound the daemon fails the write (EFBIG) and
         # queues its reason: the client reports that, not "File too large".
         reason = "control request of 70000000 bytes refused: a request of this user may have at most 67108864"
-        client = Client("/mnt/ds", opener=lambda root: _RefusingFile(reason))
+        client = Client("/mnt/ds", opener=lambda root: RefusingFile(json.dumps({"type": "error", "error": reason})))
         with self.assertRaisesRegex(DsmountError, "at most 67108864"):
             client.stats()
         # With no reason queued, the write's own error shows.
-        client = Client("/mnt/ds", opener=lambda root: _RefusingFile(None))
+        client = Client("/mnt/ds", opener=lambda root: RefusingFile())
         with self.assertRaisesRegex(DsmountError, "File too large"):
             client.stats()
 
@@ -154,28 +153,6 @@ class ClientTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             with self.assertRaisesRegex(DsmountError, "not inside a dsmount mount"):
                 Client(d).stats()
-
-
-class _RefusingFile:
-    """A control entry that refuses every write with EFBIG, with reason
-    (or nothing) to read."""
-
-    def __init__(self, reason):
-        self.out = (json.dumps({"type": "error", "error": reason}) + "\n").encode() if reason else b""
-
-    def write(self, data):
-        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
-
-    def read(self, n):
-        chunk, self.out = self.out[:n], self.out[n:]
-        return chunk
-
-    def close(self):
-        pass
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 class DeclareIndicesTest(unittest.TestCase):
@@ -201,3 +178,7 @@ class DeclareIndicesTest(unittest.TestCase):
         from dsmount.control import PathTable
         with self.assertRaises(ValueError):
             PathTable(["a\0b"])
+
+
+if __name__ == "__main__":
+    unittest.main()
