@@ -28,6 +28,19 @@ TOXIPROXY_BIN="${DSMOUNT_TOXIPROXY:-$TOOLS_BIN/toxiproxy-server}"
 
 log() { printf '==> %s\n' "$*" >&2; }
 
+# need_tool VAR BIN WHAT: false when BIN is an executable already. When VAR
+# named it and it is not one, the run stops; otherwise it says it builds
+# WHAT, makes $TOOLS_BIN, and is true: the caller builds BIN.
+need_tool() {
+	[[ -x "$2" ]] && return 1
+	if [[ -n "${!1:-}" ]]; then
+		log "$1=${!1} is not an executable file"
+		exit 1
+	fi
+	log "building $3"
+	mkdir -p "$TOOLS_BIN"
+}
+
 if [[ ! -e /dev/fuse ]]; then
 	log "warning: /dev/fuse is missing; the mount tests will fail"
 fi
@@ -41,26 +54,14 @@ if ! command -v fusermount3 >/dev/null 2>&1 || ! command -v systemd-analyze >/de
 	$SUDO apt-get install -y -q fuse3 systemd python3-torch python3-numpy python3-pil python3-torchvision python3-matplotlib python3-pytest python3-mypy python3-venv python3-setuptools python3-wheel
 fi
 
-if [[ ! -x "$MINIO_BIN" ]]; then
-	if [[ -n "${DSMOUNT_MINIO:-}" ]]; then
-		log "DSMOUNT_MINIO=$DSMOUNT_MINIO is not an executable file"
-		exit 1
-	fi
-	log "building the MinIO server into $TOOLS_BIN (one-off, a few minutes)"
-	mkdir -p "$TOOLS_BIN"
+if need_tool DSMOUNT_MINIO "$MINIO_BIN" "the MinIO server into $TOOLS_BIN (one-off, a few minutes)"; then
 	# A module-aware install outside this module: don't let this repo's
 	# go.mod, GOFLAGS=-mod=... or a workspace interfere.
 	(cd / && GOFLAGS= GOWORK=off GOBIN="$TOOLS_BIN" go install "$MINIO_MODULE")
 fi
 export DSMOUNT_MINIO="$MINIO_BIN"
 
-if [[ ! -x "$TOXIPROXY_BIN" ]]; then
-	if [[ -n "${DSMOUNT_TOXIPROXY:-}" ]]; then
-		log "DSMOUNT_TOXIPROXY=$DSMOUNT_TOXIPROXY is not an executable file"
-		exit 1
-	fi
-	log "building the toxiproxy server into $TOOLS_BIN (one-off)"
-	mkdir -p "$TOOLS_BIN"
+if need_tool DSMOUNT_TOXIPROXY "$TOXIPROXY_BIN" "the toxiproxy server into $TOOLS_BIN (one-off)"; then
 	# Build into a scratch GOBIN so an unrelated $TOOLS_BIN/server is left alone.
 	tmpbin="$(mktemp -d)"
 	(cd / && GOFLAGS= GOWORK=off GOBIN="$tmpbin" go install "$TOXIPROXY_MODULE")
