@@ -220,6 +220,10 @@ func fill(t *testing.T, v reflect.Value, n *int) {
 		s := reflect.MakeSlice(v.Type(), 1, 1)
 		fill(t, s.Index(0), n)
 		v.Set(s)
+	case reflect.Array:
+		for i := range v.Len() {
+			fill(t, v.Index(i), n)
+		}
 	case reflect.Map:
 		m := reflect.MakeMap(v.Type())
 		e := reflect.New(v.Type().Elem()).Elem()
