@@ -32,10 +32,8 @@ var faultKinds = []string{"delete", "replace", "truncate", "truncate-extend", "f
 // served (docs/guarantees.md). So the passthrough mount gets its faults
 // between epochs, when no file is open.
 func TestCacheFaultsDuringVerifiedEpochs(t *testing.T) {
-	m := sharedMinIO(t)
 	const bucket = "faults"
-	m.CreateBucket(bucket)
-	src := t.TempDir()
+	m, src := mirroredBucket(t, bucket)
 	r := rand.New(rand.NewPCG(23, 3))
 	var paths []string
 	put := func(name string, size int) {

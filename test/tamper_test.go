@@ -19,10 +19,8 @@ import (
 // cache file are tampered with: the file of an object of several chunks
 // (data/) and the pack holding the small objects (packs/).
 func TestCacheFilesTamperedUnderTheDaemon(t *testing.T) {
-	m := sharedMinIO(t)
 	const bucket = "tamper"
-	m.CreateBucket(bucket)
-	src := t.TempDir()
+	m, src := mirroredBucket(t, bucket)
 	r := rand.New(rand.NewPCG(21, 1))
 	for name, size := range map[string]int{"large.bin": 6<<20 + 12345, "small-0.bin": 150_000, "small-1.bin": 70_000} {
 		putRandomFile(t, r, src, name, size, m, bucket)
@@ -61,6 +59,15 @@ func TestCacheFilesTamperedUnderTheDaemon(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mirroredBucket makes bucket on the shared MinIO and a new directory to
+// hold its objects' originals, for putRandomFile to write both.
+func mirroredBucket(t *testing.T, bucket string) (*testenv.MinIO, string) {
+	t.Helper()
+	m := sharedMinIO(t)
+	m.CreateBucket(bucket)
+	return m, t.TempDir()
 }
 
 // putRandomFile writes size random bytes to src/name and, with m, to

@@ -25,10 +25,8 @@ func TestThrottledStore(t *testing.T) {
 		files = 1200
 		rate  = 200
 	)
-	m := sharedMinIO(t)
 	const bucket = "throttled"
-	m.CreateBucket(bucket)
-	src := t.TempDir()
+	m, src := mirroredBucket(t, bucket)
 	r := rand.New(rand.NewPCG(25, 2))
 	paths := make([]string, files)
 	for i := range paths {
