@@ -159,12 +159,7 @@ func TestConcurrentMissesFetchOnce(t *testing.T) {
 }
 
 func TestCorruptChunkIsRefetched(t *testing.T) {
-	dir := t.TempDir()
-	mem := memory.New()
-	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(5, 6)), 200<<10))
-	c := openCache(t, dir, Options{ChunkSize: 64 << 10})
-	readAll(t, c.Source(mem), obj)
-	c.Close()
+	dir, mem, obj := cacheOne(t, Options{ChunkSize: 64 << 10}, 5, 200<<10)
 
 	// Flip a byte in the middle of the cached file, as a torn write or bad
 	// disk would.
@@ -184,6 +179,29 @@ func TestCorruptChunkIsRefetched(t *testing.T) {
 // refetchesOnce opens the cache in dir, whose copy of obj has a flipped
 // byte, and checks that a read gets the right bytes: the chunk fails its
 // checksum once and is fetched again once.
+// openOne puts an object of size random bytes (seeded by seed) under key
+// in a new store and reads it whole through a cache in a new dir: the
+// cache is left open, s is the source it was read through.
+func openOne(t *testing.T, opts Options, key string, seed uint64, size int) (dir string, mem *memory.Backend, obj backend.Object, c *Cache, s *Source) {
+	t.Helper()
+	dir = t.TempDir()
+	mem = memory.New()
+	obj = mem.Put(key, randBytes(rand.New(rand.NewPCG(seed, seed+1)), size))
+	c = openCache(t, dir, opts)
+	s = c.Source(mem)
+	readAll(t, s, obj)
+	return dir, mem, obj, c, s
+}
+
+// cacheOne is openOne of an object "x", the cache closed after: a cache
+// dir as a restart finds it.
+func cacheOne(t *testing.T, opts Options, seed uint64, size int) (string, *memory.Backend, backend.Object) {
+	t.Helper()
+	dir, mem, obj, c, _ := openOne(t, opts, "x", seed, size)
+	c.Close()
+	return dir, mem, obj
+}
+
 func refetchesOnce(t *testing.T, dir string, opts Options, mem *memory.Backend, obj backend.Object) {
 	t.Helper()
 	c := openCache(t, dir, opts)
@@ -390,12 +408,7 @@ func TestEvictingObjectWithManyChunksIsDurable(t *testing.T) {
 }
 
 func TestUseAfterCloseDoesNotPanic(t *testing.T) {
-	dir := t.TempDir()
-	mem := memory.New()
-	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(15, 16)), 8<<10))
-	c := openCache(t, dir, Options{})
-	s := c.Source(mem)
-	readAll(t, s, obj)
+	dir, _, obj, c, s := openOne(t, Options{}, "x", 15, 8<<10)
 	c.Close()
 	os.RemoveAll(filepath.Join(dir, "data"))
 	// The fast path fails to read the file and drops the chunk, which

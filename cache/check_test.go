@@ -84,13 +84,8 @@ func TestReadsCheckTheBlocksTheyTouch(t *testing.T) {
 // blocks (one CRC32C for the whole chunk) is read and checked whole, so a
 // flipped byte anywhere in it is caught by a read of any part.
 func TestWholeChunkRecordsAreCheckedWhole(t *testing.T) {
-	dir := t.TempDir()
-	mem := memory.New()
 	const chunkSize = 1 << 20
-	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(13, 14)), 2*chunkSize))
-	c := openCache(t, dir, Options{ChunkSize: chunkSize})
-	readAll(t, c.Source(mem), obj)
-	c.Close()
+	dir, mem, obj := cacheOne(t, Options{ChunkSize: chunkSize}, 13, 2*chunkSize)
 
 	// Rewrite chunk 0's record as an older dsmount wrote it.
 	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "index")).WithLogger(nil))
@@ -106,7 +101,7 @@ func TestWholeChunkRecordsAreCheckedWhole(t *testing.T) {
 	}
 	db.Close()
 
-	c = openCache(t, dir, Options{ChunkSize: chunkSize})
+	c := openCache(t, dir, Options{ChunkSize: chunkSize})
 	defer c.Close()
 	s := c.Source(mem)
 	buf := make([]byte, 4096)

@@ -97,12 +97,7 @@ func TestPackedObjectsSurviveReopen(t *testing.T) {
 // the chunk's CRC32C on the first read after a restart; the right bytes are
 // fetched again.
 func TestCorruptPackedChunkIsRefetched(t *testing.T) {
-	dir := t.TempDir()
-	mem := memory.New()
-	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(23, 24)), 50<<10))
-	c := openCache(t, dir, Options{})
-	readAll(t, c.Source(mem), obj)
-	c.Close()
+	dir, mem, obj := cacheOne(t, Options{}, 23, 50<<10)
 
 	packs := packFiles(t, dir)
 	if len(packs) != 1 {
@@ -122,16 +117,11 @@ func TestCorruptPackedChunkIsRefetched(t *testing.T) {
 // TestMissingPackIsRefetched: records naming a pack that is gone (deleted
 // by hand, lost with a disk) cost a refetch, not an error.
 func TestMissingPackIsRefetched(t *testing.T) {
-	dir := t.TempDir()
-	mem := memory.New()
-	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(25, 26)), 30<<10))
-	c := openCache(t, dir, Options{})
-	readAll(t, c.Source(mem), obj)
-	c.Close()
+	dir, mem, obj := cacheOne(t, Options{}, 25, 30<<10)
 	for _, p := range packFiles(t, dir) {
 		os.Remove(p)
 	}
-	c = openCache(t, dir, Options{})
+	c := openCache(t, dir, Options{})
 	defer c.Close()
 	before := mem.Reads.Load()
 	if got := readAll(t, c.Source(mem), obj); !bytes.Equal(got, mem.Data("x")) {
@@ -191,12 +181,7 @@ func TestEvictionFreesPackSpace(t *testing.T) {
 // its records were committed) is deleted after Open, by the start-up scan; packs in use and files
 // that aren't packs are left alone.
 func TestOpenRemovesUnusedPacks(t *testing.T) {
-	dir := t.TempDir()
-	mem := memory.New()
-	obj := mem.Put("x", randBytes(rand.New(rand.NewPCG(29, 30)), 20<<10))
-	c := openCache(t, dir, Options{})
-	readAll(t, c.Source(mem), obj)
-	c.Close()
+	dir, mem, obj := cacheOne(t, Options{}, 29, 20<<10)
 	stray := filepath.Join(dir, "packs", "00000000000000aa")
 	other := filepath.Join(dir, "packs", "notes.txt")
 	for _, p := range []string{stray, other} {
@@ -204,7 +189,7 @@ func TestOpenRemovesUnusedPacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c = openCache(t, dir, Options{})
+	c := openCache(t, dir, Options{})
 	defer c.Close()
 	c.awaitIndex() // unused packs go at the end of the start-up scan
 	if _, err := os.Stat(stray); !os.IsNotExist(err) {
@@ -225,12 +210,7 @@ func TestOpenRemovesUnusedPacks(t *testing.T) {
 // into a slot, nothing else would, and its space would be lost to the
 // capacity's count.
 func TestObjectCachedBeforePacksLosesItsFile(t *testing.T) {
-	dir := t.TempDir()
-	mem := memory.New()
-	obj := mem.Put("old", randBytes(rand.New(rand.NewPCG(51, 52)), 50<<10))
-	c := openCache(t, dir, Options{})
-	s := c.Source(mem)
-	readAll(t, s, obj)
+	dir, mem, obj, c, s := openOne(t, Options{}, "old", 51, 50<<10)
 	o, err := c.existing(metaOf(s.id, obj, c.chunkSize))
 	if err != nil || o == nil || o.loc.Load() == nil {
 		t.Fatalf("object not packed after a read: %v", err)
