@@ -118,9 +118,7 @@ func TestWarm(t *testing.T) {
 // GET.
 func TestWarmInterruptResume(t *testing.T) {
 	f := warmData(t)
-	endpoint := slowEndpoint(t, f)
-	mp, cacheDir := t.TempDir(), t.TempDir()
-	d := mountWarm(t, f, endpoint, warmPrefix, mp, cacheDir, "--cache-size", "1G")
+	mp, d := mountSlowWarm(t, f)
 
 	g0 := f.gets(t)
 	// Its stderr is no terminal: it prints a progress line every
@@ -304,9 +302,7 @@ func TestWarmCapacity(t *testing.T) {
 // both succeed and MinIO serves each chunk exactly once in all.
 func TestWarmConcurrentWithReaders(t *testing.T) {
 	f := warmData(t)
-	endpoint := slowEndpoint(t, f)
-	mp, cacheDir := t.TempDir(), t.TempDir()
-	d := mountWarm(t, f, endpoint, warmPrefix, mp, cacheDir, "--cache-size", "1G")
+	mp, d := mountSlowWarm(t, f)
 
 	g0 := f.gets(t)
 	start := make(chan struct{})

@@ -238,3 +238,11 @@ func getsWithin(t *testing.T, mp string, got, want int64) bool {
 	}
 	return got >= want && got <= want+extra
 }
+
+// mountSlowWarm mounts the warm dataset behind a proxy that adds 20 ms to
+// every answer, on a fresh cache of 1 GiB, and returns the mountpoint.
+func mountSlowWarm(t *testing.T, f *warmFixture) (string, *testenv.Mount) {
+	t.Helper()
+	mp := t.TempDir()
+	return mp, mountWarm(t, f, slowEndpoint(t, f), warmPrefix, mp, t.TempDir(), "--cache-size", "1G")
+}

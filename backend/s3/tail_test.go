@@ -15,26 +15,15 @@ import (
 func TestTail(t *testing.T) {
 	m := startMinio(t, minioConfig{})
 	isolateEnv(t)
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, m *minio, bucket string)
-	}{
+	// Bucket names: "tail-" and the case's name in lower case.
+	runMinioCases(t, m, "tail-", []minioCase{
 		{"HedgeWins", testHedgeWins},
 		{"AheadHedgesWhenUrgent", testAheadHedgesWhenUrgent},
 		{"FirstByteTimeout", testFirstByteTimeout},
 		{"BodyTimeout", testBodyTimeout},
 		{"BodyTrickle", testBodyTrickle},
 		{"SlowerStore", testSlowerStore},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			bucket := "tail-" + map[string]string{
-				"HedgeWins": "hedge", "AheadHedgesWhenUrgent": "ahead", "FirstByteTimeout": "fbt", "BodyTimeout": "body", "BodyTrickle": "trickle", "SlowerStore": "slower",
-			}[c.name]
-			m.mkbucket(t, bucket)
-			c.fn(t, m, bucket)
-		})
-	}
+	})
 }
 
 func tailData() []byte {
@@ -135,17 +124,28 @@ func testFirstByteTimeout(t *testing.T, m *minio, bucket string) {
 		t.Fatalf("first-byte timeout %v after training: want it to follow the measured answers (p99 %v)", timeout, b.tail.answer.get())
 	}
 	proxy.answerStalls.Store(1)
-	before := b.RequestStats()
-	obs := &countingObserver{}
-	b.ObserveRequests(obs)
-	readChecked(t, context.Background(), b, obj, data)
-	st := b.RequestStats()
+	before, st := readObservingOneTimeout(t, b, obj, data)
 	if st.FirstByteTimeouts-before.FirstByteTimeouts != 1 || st.Retries-before.Retries != 1 || st.Hedges != 0 {
 		t.Errorf("stats %+v (before %+v): want one first-byte timeout, one retry, no hedge", st, before)
 	}
+}
+
+// readObservingOneTimeout reads obj (checked against data) with a request
+// observer attached, and wants it to have seen one GET done and one that
+// timed out and was retried. It returns the backend's request stats
+// before and after the read.
+func readObservingOneTimeout(t *testing.T, b *Backend, obj backend.Object, data []byte) (before, after backend.RequestStats) {
+	t.Helper()
+	before = b.RequestStats()
+	obs := &countingObserver{}
+	b.ObserveRequests(obs)
+	readChecked(t, context.Background(), b, obj, data)
+	// A stalled body's GET had answered: its time to first byte is not
+	// reported (its body never came), the second GET's is.
 	if done, failed, retried, bad := obs.counts(); done != 1 || failed != "throttled=0 timeout=1 other=0" || retried != failed || len(bad) > 0 {
 		t.Errorf("observed %d GETs done (bad times: %q), failed %s, retried %s; want 1, timeout=1 both", done, bad, failed, retried)
 	}
+	return before, b.RequestStats()
 }
 
 // A body that stops halfway is abandoned after the idle timeout and the
@@ -155,18 +155,9 @@ func testBodyTimeout(t *testing.T, m *minio, bucket string) {
 	b, proxy, obj := behindFaultProxy(t, m, bucket, data)
 	train(t, b, obj, data)
 	proxy.bodyStalls.Store(1)
-	before := b.RequestStats()
-	obs := &countingObserver{}
-	b.ObserveRequests(obs)
-	readChecked(t, context.Background(), b, obj, data)
-	st := b.RequestStats()
+	before, st := readObservingOneTimeout(t, b, obj, data)
 	if st.BodyTimeouts-before.BodyTimeouts != 1 || st.Retries-before.Retries != 1 {
 		t.Errorf("stats %+v (before %+v): want one body timeout and one retry", st, before)
-	}
-	// The stalled GET had answered: its time to first byte is not
-	// reported (its body never came), the second GET's is.
-	if done, failed, retried, bad := obs.counts(); done != 1 || failed != "throttled=0 timeout=1 other=0" || retried != failed || len(bad) > 0 {
-		t.Errorf("observed %d GETs done (bad times: %q), failed %s, retried %s; want 1, timeout=1 both", done, bad, failed, retried)
 	}
 }
 
