@@ -2,6 +2,7 @@ package test
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -381,4 +382,42 @@ func TestSystemdUnits(t *testing.T) {
 			t.Errorf("systemd-analyze verify said nothing of a misspelled key in %s", u)
 		}
 	}
+}
+
+// TestMountOverDeadMount: a daemon killed with its mount in place leaves
+// a dead FUSE mount (every access ENOTCONN); mounting there again detaches
+// it, says so, and serves the right bytes, with no umount -l first: a
+// container restarted in place needs no wrapper. --mkdir makes a missing
+// mountpoint.
+func TestMountOverDeadMount(t *testing.T) {
+	src := t.TempDir()
+	paths := writeLocalFiles(t, src, 12)
+	mp := filepath.Join(t.TempDir(), "made", "by", "mkdir")
+	cacheDir := t.TempDir()
+	lazyUnmountAtEnd(t, mp)
+	mount := func() testenv.CLIResult {
+		return testenv.RunCLI(dsmountBin, nil, time.Minute, "mount", "-d", "--mkdir", src, mp, "--cache-dir", cacheDir)
+	}
+	if r := mount(); r.ExitCode != 0 {
+		t.Fatalf("dsmount mount -d --mkdir: exit %d: %s", r.ExitCode, r.Stderr)
+	}
+	testenv.CompareTree(t, src, mp, paths, 2, 5)
+	pid := testenv.Stats(t, dsmountBin, mp).DaemonPID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, pid, 30*time.Second)
+	if _, err := os.Stat(mp); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("after SIGKILL, stat %s: %v; want ENOTCONN (a dead FUSE mount)", mp, err)
+	}
+	r := mount()
+	if r.ExitCode != 0 || !strings.Contains(r.Stderr, "detached a dead FUSE mount") {
+		t.Fatalf("mount over the dead mount: exit %d: %s", r.ExitCode, r.Stderr)
+	}
+	testenv.CompareTree(t, src, mp, paths, 2, 6)
+	pid = testenv.Stats(t, dsmountBin, mp).DaemonPID
+	if r := testenv.RunCLI(dsmountBin, nil, time.Minute, "unmount", mp); r.ExitCode != 0 {
+		t.Fatalf("unmount: %s", r.Stderr)
+	}
+	waitExit(t, pid, 30*time.Second)
 }

@@ -47,6 +47,7 @@ type mountFlags struct {
 
 	profile, region string // s3:// sources: AWS profile and region
 	background      bool   // --daemon: return once the mount serves
+	mkdir           bool   // make a missing mountpoint
 	options         []string
 }
 
@@ -117,6 +118,7 @@ func addMountFlags(cmd *cobra.Command, f *mountFlags) {
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one read the mount")
 	fl.StringVar(&f.profile, "profile", "", "s3:// sources: the AWS profile to use (default: AWS_PROFILE, or the default profile)")
 	fl.StringVar(&f.region, "region", "", "s3:// sources: the bucket's region (default: AWS_REGION or the profile's; a bucket elsewhere is followed)")
+	fl.BoolVar(&f.mkdir, "mkdir", false, "make MOUNTPOINT (and its parents) if it does not exist")
 	fl.BoolVarP(&f.background, "daemon", "d", false, "run in the background: return once the mount serves reads (the daemon logs to <cache-dir>/dsmount.log)")
 	fl.StringArrayVarP(&f.options, "options", "o", nil, optionsHelp)
 	fl.StringVar(&f.fastPath, "fast-path", string(dsfs.FastPathAuto), "how hot reads skip the daemon: no-open (small files: served from the kernel's page cache), passthrough (large files: the kernel reads the cache file; Linux >= 6.9, root), off, or auto (from the dataset's file sizes)")
@@ -159,6 +161,7 @@ func defaultCacheDir() string {
 type mountPlan struct {
 	source, mountpoint, cacheDir string
 	capacity, chunkSize          int64
+	detachedDead                 bool // a dead FUSE mount at the mountpoint was detached
 }
 
 // planCache validates the cache flags.
@@ -181,7 +184,7 @@ func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
 	if _, err := dsfs.ParseFastPath(f.fastPath); err != nil {
 		return p, usagef("--fast-path: %w", err)
 	}
-	if p.mountpoint, err = checkMountpoint(mountpoint); err != nil {
+	if p.mountpoint, p.detachedDead, err = checkMountpoint(mountpoint, f.mkdir); err != nil {
 		return p, err
 	}
 	if strings.HasPrefix(p.cacheDir+"/", p.mountpoint+"/") {
@@ -233,31 +236,46 @@ func planCacheFields(f mountFlags) (mountPlan, error) {
 	return p, nil
 }
 
-// checkMountpoint wants an existing, empty directory.
-func checkMountpoint(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
+// checkMountpoint wants an existing, empty directory, made (with its
+// parents) if mkdir says so. A dead FUSE mount there (its daemon was
+// killed: every access fails with ENOTCONN) is detached first, and
+// detached says so: nothing can be served from it, and it would hold the
+// place until someone ran umount -l.
+func checkMountpoint(dir string, mkdir bool) (abs string, detached bool, err error) {
+	abs, err = filepath.Abs(dir)
 	if err != nil {
-		return "", usagef("mountpoint %s: %w", dir, err)
+		return "", false, usagef("mountpoint %s: %w", dir, err)
+	}
+	if _, err := os.Stat(abs); errors.Is(err, syscall.ENOTCONN) {
+		if err := syscall.Unmount(abs, syscall.MNT_DETACH); err != nil {
+			return "", false, fmt.Errorf("mountpoint %s is a dead FUSE mount that could not be detached (umount -l it): %w", abs, err)
+		}
+		detached = true
+	}
+	if mkdir {
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return "", detached, fmt.Errorf("--mkdir: %w", err)
+		}
 	}
 	d, err := os.Open(abs)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", usagef("mountpoint %s does not exist", abs)
+		return "", detached, usagef("mountpoint %s does not exist (--mkdir makes it)", abs)
 	}
 	if err != nil {
-		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
+		return "", detached, fmt.Errorf("mountpoint %s: %w", abs, err)
 	}
 	defer d.Close()
 	if st, err := d.Stat(); err != nil || !st.IsDir() {
-		return "", usagef("mountpoint %s is not a directory", abs)
+		return "", detached, usagef("mountpoint %s is not a directory", abs)
 	}
 	names, err := d.Readdirnames(1)
 	if err != nil && err != io.EOF {
-		return "", fmt.Errorf("mountpoint %s: %w", abs, err)
+		return "", detached, fmt.Errorf("mountpoint %s: %w", abs, err)
 	}
 	if len(names) > 0 {
-		return "", usagef("mountpoint %s is not empty", abs)
+		return "", detached, usagef("mountpoint %s is not empty", abs)
 	}
-	return abs, nil
+	return abs, detached, nil
 }
 
 func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string, f mountFlags, ready *readiness) error {
@@ -268,6 +286,9 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	p, err := planMount(source, mountpoint, f)
 	if err != nil {
 		return err
+	}
+	if p.detachedDead {
+		log.Warn("detached a dead FUSE mount left at the mountpoint (its daemon was killed)", "mountpoint", p.mountpoint)
 	}
 	req := control.MountRequest{Source: p.source, Mountpoint: p.mountpoint, S3Endpoint: f.s3Endpoint, S3PathStyle: f.s3PathStyle,
 		Anonymous: f.anonymous, Refresh: f.refresh, AllowOther: f.allowOther, FastPath: f.fastPath, FollowExternalSymlinks: f.followExternalSymlinks,

@@ -216,15 +216,11 @@ func envValue(c *corev1.Container, name string) (string, bool) {
 }
 
 // dsmountArgs is the dsmount command line of the DaemonSet's container:
-// its args, run by a shell wrapper that ends in exec dsmount "$@".
+// its args: dsmount is the command itself, no wrapper.
 func dsmountArgs(t *testing.T, c *corev1.Container) []string {
 	t.Helper()
-	if len(c.Command) != 4 || c.Command[0] != "/bin/sh" || c.Command[1] != "-c" {
-		t.Fatalf("command %q: want [/bin/sh -c SCRIPT NAME] with the dsmount command line in args", c.Command)
-	}
-	lines := strings.Split(strings.TrimSpace(c.Command[2]), "\n")
-	if last := strings.TrimSpace(lines[len(lines)-1]); last != `exec dsmount "$@"` {
-		t.Fatalf("the wrapper script ends in %q, want exec dsmount \"$@\": dsmount must be the container's main process, with args as its command line", last)
+	if len(c.Command) != 1 || c.Command[0] != "dsmount" {
+		t.Fatalf("command %q: want [dsmount], the container's main process, with no wrapper script", c.Command)
 	}
 	if len(c.Args) == 0 || c.Args[0] != "mount" {
 		t.Fatalf("args %q: want dsmount mount SOURCE MOUNTPOINT", c.Args)
@@ -325,8 +321,8 @@ func TestDaemonSet(t *testing.T) {
 		t.Fatalf("args %q: want 2 positional arguments, SOURCE and MOUNTPOINT", args)
 	}
 	source, mp := positional[0], positional[1]
-	if args[len(args)-1] != mp {
-		t.Errorf("args %q: the wrapper takes the last arg as the mountpoint; put flags before SOURCE", args)
+	if flags, bare, _ := splitArgs(args[1:]); !bare["mkdir"] || flags["mkdir"] != "" {
+		t.Errorf("args %q: want --mkdir, so that the mountpoint below the host directory is made", args)
 	}
 	if !regexp.MustCompile(`^s3://[a-z0-9][a-z0-9.-]*[a-z0-9](/.*)?$`).MatchString(source) && !path.IsAbs(source) {
 		t.Errorf("source %q: want s3://BUCKET[/PREFIX] or an absolute path", source)
