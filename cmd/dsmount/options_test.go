@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dsmount/dsmount/internal/version"
 )
 
 func mountCmdForTest() (*cobra.Command, *mountFlags) {
@@ -131,5 +133,19 @@ func TestEnvCredentials(t *testing.T) {
 	none := func(string) (string, bool) { return "", false }
 	if envCredentials("s3://b", false, none) != nil {
 		t.Error("credentials from an empty environment")
+	}
+}
+
+// TestVersionFlag: dsmount --version prints the build's version.
+func TestVersionFlag(t *testing.T) {
+	root := newRootCmd()
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetArgs([]string{"--version"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(out.String()), "dsmount version "+version.String(); got != want {
+		t.Errorf("--version printed %q, want %q", got, want)
 	}
 }
