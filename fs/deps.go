@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"os"
-	"reflect"
 
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
@@ -90,17 +89,13 @@ var (
 	_ Readahead = (*readahead.Mount)(nil)
 )
 
-// present reports whether an optional dependency was given. A nil pointer
-// stored in an interface is not a nil interface: the daemon's
-// `Readahead: ra`, with ra a nil *readahead.Mount, must read as absent,
-// not as a registry whose every call panics.
-func present(v any) bool {
-	if v == nil {
-		return false
+// readaheadOf is cfg's readahead, or nil for none. A nil pointer stored
+// in an interface is not a nil interface: the daemon's `Readahead: ra`,
+// with ra a nil *readahead.Mount, must read as absent, not as a registry
+// whose every call panics.
+func readaheadOf(r Readahead) Readahead {
+	if m, ok := r.(*readahead.Mount); ok && m == nil {
+		return nil
 	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return !rv.IsNil()
-	}
-	return true
+	return r
 }

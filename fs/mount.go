@@ -117,9 +117,7 @@ func New(cfg Config) *Mount {
 		gid:        uint32(os.Getgid()),
 	}
 	m.readLatency = cfg.ReadLatency
-	if present(cfg.Readahead) {
-		m.ra = cfg.Readahead
-	}
+	m.ra = readaheadOf(cfg.Readahead)
 	if m.streams == nil {
 		m.streams = readahead.NewStreams(0, 0)
 	}

@@ -83,16 +83,7 @@ func progressLine(root string, p *control.WarmProgress, since, elapsed time.Dura
 	if p == nil {
 		return fmt.Sprintf("dsmount: warm %s: waiting for the daemon's first progress report, %v elapsed", root, elapsed)
 	}
-	frac := 0.0
-	if p.Bytes > 0 {
-		frac = min(max(float64(p.BytesDone)/float64(p.Bytes), 0), 1)
-	} else if p.Files > 0 && p.FilesDone >= int64(p.Files) {
-		frac = 1
-	}
-	rate := 0.0
-	if p.Seconds > 0 {
-		rate = max(float64(p.BytesFetched), 0) / 1e6 / p.Seconds
-	}
+	frac, rate := warmDone(*p), warmRate(*p)
 	left := "time left unknown"
 	if frac >= 1 {
 		left = "finishing"
@@ -105,4 +96,26 @@ func progressLine(root string, p *control.WarmProgress, since, elapsed time.Dura
 		line += fmt.Sprintf(" (no report from the daemon for %v)", since.Round(time.Second))
 	}
 	return line
+}
+
+// warmDone is the fraction of a warm's bytes done, in [0, 1] whatever the
+// daemon's figures say (bytes done past the total once panicked the bar);
+// a warm of empty files is done when its files are.
+func warmDone(p control.WarmProgress) float64 {
+	switch {
+	case p.Bytes > 0:
+		return min(max(float64(p.BytesDone)/float64(p.Bytes), 0), 1)
+	case p.Files > 0 && p.FilesDone >= int64(p.Files):
+		return 1
+	}
+	return 0
+}
+
+// warmRate is a warm's fetch rate so far, in MB/s (0 before any time has
+// passed).
+func warmRate(p control.WarmProgress) float64 {
+	if p.Seconds <= 0 {
+		return 0
+	}
+	return max(float64(p.BytesFetched), 0) / 1e6 / p.Seconds
 }

@@ -267,12 +267,8 @@ func printWarm(t control.WarmProgress, asJSON bool) {
 	case t.CacheFull:
 		state = " (cache full: the rest was not cached)"
 	}
-	rate := 0.0
-	if t.Seconds > 0 {
-		rate = float64(t.BytesFetched) / 1e6 / t.Seconds
-	}
 	fmt.Printf("warmed %d files (%s): %d chunks fetched, %d already cached, %d not kept by the cache, in %.1fs, %.0f MB/s%s\n",
-		t.Files, units.Bytes(t.Bytes), t.ChunksFetched, t.ChunksAlreadyCached, t.ChunksNotCached, t.Seconds, rate, state)
+		t.Files, units.Bytes(t.Bytes), t.ChunksFetched, t.ChunksAlreadyCached, t.ChunksNotCached, t.Seconds, warmRate(t), state)
 }
 
 // progressBar draws a warm's progress on a terminal: one line redrawn in
@@ -295,14 +291,8 @@ type progressBar struct {
 const barSteps = 1000
 
 func (b *progressBar) draw(p control.WarmProgress) {
-	frac := 0.0
-	if p.Bytes > 0 {
-		// Clamped: the figures are the daemon's, and a bar of more
-		// than its width (bytes done past the total) panicked.
-		frac = min(max(float64(p.BytesDone)/float64(p.Bytes), 0), 1)
-	}
-	rate := max(float64(p.BytesFetched), 0) / 1e6 / max(p.Seconds, 1e-9)
-	desc := fmt.Sprintf("%d/%d files  %s/%s  %.0f MB/s ", p.FilesDone, p.Files, units.Bytes(max(p.BytesDone, 0)), units.Bytes(p.Bytes), rate)
+	frac := warmDone(p)
+	desc := fmt.Sprintf("%d/%d files  %s/%s  %.0f MB/s ", p.FilesDone, p.Files, units.Bytes(max(p.BytesDone, 0)), units.Bytes(p.Bytes), warmRate(p))
 	switch {
 	case b.bar == nil:
 		out := b.out

@@ -321,10 +321,10 @@ var (
 // liveMetrics are one mount's series observed as things happen: its reads'
 // latency (fs.Config.ReadLatency) and, for a backend that reports its
 // requests (backend.Observed, S3's), its GETs' times, failures and
-// retries (backend.RequestObserver). They are made with the mount,
-// whether or not metrics are served (the cost is two clock reads and an
-// observation per read: go test -bench NodeRead ./fs), carry the mount's
-// label from the start, and go with the mount.
+// retries (backend.RequestObserver). They are made with the mount when
+// metrics are served (the cost is two clock reads and an observation per
+// read: go test -bench NodeRead ./fs), carry the mount's label from the
+// start, and go with the mount.
 type liveMetrics struct {
 	read prometheus.Histogram
 	// backend says the rest are there.

@@ -80,6 +80,7 @@ func TestMetricsSeries(t *testing.T) {
 	plain := memory.New()
 	plain.Put("b.bin", []byte("b"))
 	r := newRig(t, func(c *Config) {
+		c.MetricsAddr = "127.0.0.1:0" // live series are made only where they are served
 		c.OpenBackend = func(ctx context.Context, req control.MountRequest, log *slog.Logger) (backend.Backend, error) {
 			if strings.HasSuffix(req.Mountpoint, "observed") {
 				return st, nil

@@ -80,7 +80,14 @@ func (d *Daemon) AddMount(ctx context.Context, req control.MountRequest) (*dsfs.
 	if err != nil {
 		return nil, err
 	}
-	metrics := newLiveMetrics(req.Mountpoint, b)
+	// A mount's latencies are observed only where they can be scraped:
+	// without --metrics-addr a read costs no clock reads for them.
+	var metrics *liveMetrics
+	var readLatency dsfs.ReadObserver
+	if d.metrics != nil {
+		metrics = newLiveMetrics(req.Mountpoint, b)
+		readLatency = metrics.readObserver()
+	}
 	objs, err := dsfs.LoadListing(ctx, d.cache, b, req.Refresh, d.log)
 	if err != nil {
 		b.Close()
@@ -96,7 +103,7 @@ func (d *Daemon) AddMount(ctx context.Context, req control.MountRequest) (*dsfs.
 		src.Close()
 		b.Close()
 	}
-	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams, ReadLatency: metrics.readObserver()})
+	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams, ReadLatency: readLatency})
 	reportSkipped(d.log, m.Skipped())
 	// Listing a million keys leaves as much garbage as the tree holds
 	// (the store's answers, decoded); give it back to the system now

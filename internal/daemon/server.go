@@ -119,13 +119,10 @@ func (d *Daemon) stats(asking *dsfs.Mount, c dsfs.Caller) any {
 // mountStats are every mount's figures, each under the mountpoint it is
 // served at.
 func (d *Daemon) mountStats() []control.MountStats {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	all := make([]control.MountStats, 0, len(d.mounts))
-	for mp, m := range d.mounts {
-		s := m.fs.Stats()
-		s.Mountpoint = mp
-		all = append(all, s)
+	mms := d.metricMounts()
+	all := make([]control.MountStats, len(mms))
+	for i, mm := range mms {
+		all[i] = mm.stats
 	}
 	return all
 }
