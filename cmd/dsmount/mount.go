@@ -312,7 +312,7 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	// keys if it has any.
 	joinReq := req
 	joinReq.Credentials = envCredentials(req.Source, req.Anonymous, os.LookupEnv)
-	if reply, joined, err := daemon.Join(p.cacheDir, joinReq); joined {
+	joinedDaemon := func(reply control.MountReply, err error) error {
 		if err != nil {
 			if joinReq.Credentials != nil {
 				return fmt.Errorf("%w (a joining mount reads with this shell's AWS_ACCESS_KEY_ID, not the daemon's credentials)", err)
@@ -323,6 +323,9 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", reply.Files, "dirs", reply.Dirs, "daemon_pid", reply.Pid,
 			"credentials", credentialsSource(joinReq), "note", "served by the running daemon; 'dsmount unmount' to remove")
 		return nil
+	}
+	if reply, joined, err := daemon.Join(p.cacheDir, joinReq); joined {
+		return joinedDaemon(reply, err)
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -341,12 +344,7 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		// Another dsmount holds the cache dir but didn't answer: it may be
 		// starting (two mounts racing) — give its socket a moment.
 		if reply, joined, jerr := daemon.WaitAndJoin(ctx, p.cacheDir, joinReq); joined {
-			if jerr != nil {
-				return jerr
-			}
-			ready.ready(reply.Files, reply.Dirs)
-			log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", reply.Files, "dirs", reply.Dirs, "daemon_pid", reply.Pid)
-			return nil
+			return joinedDaemon(reply, jerr)
 		}
 	}
 	if err != nil {
