@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,10 @@ type Config struct {
 	// ReadLatency, if set, is told how long each read the mount serves
 	// takes (node.Read); the daemon's is its per-mount histogram.
 	ReadLatency ReadObserver
+	// FsName is the source recorded in the mount table (mountinfo's
+	// source field): the source as the user named it, so that mount(8)
+	// finds an fstab line already mounted. "": the backend's ID.
+	FsName string
 }
 
 // MountStats are one mount's figures (see internal/control).
@@ -75,6 +80,10 @@ type Mount struct {
 	server     *fuse.Server
 	uid, gid   uint32
 	allowOther bool
+	fsName     string
+	// dev is the mount's device number (st_dev of its root), which names
+	// its FUSE connection under /sys/fs/fuse/connections; set by Serve.
+	dev uint64
 	// fastPath holds the FastPath in force: decided in New (auto), demoted
 	// to off in Serve if passthrough fails its probe, while the kernel may
 	// already be opening files.
@@ -112,6 +121,7 @@ func New(cfg Config) *Mount {
 		log:        log,
 		tree:       t,
 		allowOther: cfg.AllowOther,
+		fsName:     cfg.FsName,
 		sessionsOf: make(map[uint32]int),
 		uid:        uint32(os.Getuid()),
 		gid:        uint32(os.Getgid()),
@@ -153,7 +163,7 @@ func (m *Mount) Serve(dir string) error {
 		UID:             m.uid,
 		GID:             m.gid,
 		MountOptions: fuse.MountOptions{
-			FsName: m.src.Backend().ID(),
+			FsName: cmp.Or(m.fsName, m.src.Backend().ID()),
 			Name:   "dsmount",
 			// Not "ro": the control entry takes writes. Every other
 			// change is refused with EROFS by the nodes themselves.
@@ -193,7 +203,11 @@ func (m *Mount) Serve(dir string) error {
 			m.fastPath.Store(FastPathOff)
 		}
 	}
-	if err := raiseReadahead(dir, readaheadKB); err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err == nil {
+		m.dev = uint64(st.Dev)
+	}
+	if err := raiseReadahead(m.dev, readaheadKB); err != nil {
 		m.log.Debug("could not raise the mount's kernel readahead", "err", err)
 	}
 	return nil
@@ -206,24 +220,23 @@ const readaheadKB = 1024
 
 // raiseReadahead sets the read_ahead_kb of the mount's backing device info
 // (FUSE mounts get an anonymous device, named by st_dev).
-func raiseReadahead(dir string, kb int) error {
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
-		return err
+func raiseReadahead(dev uint64, kb int) error {
+	if dev == 0 {
+		return errors.New("the mount's device is unknown")
 	}
-	dev := uint64(st.Dev)
 	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(dev), unix.Minor(dev))
 	return os.WriteFile(path, []byte(strconv.Itoa(kb)), 0o644)
 }
 
-// Unmount detaches the filesystem and waits for the server to stop.
+// Unmount unmounts the filesystem and, once it is gone, waits for the
+// server to stop. A busy mount (a file or directory open in it) is left
+// in place, served, and its error (EBUSY) returned at once: waiting for
+// the server then would wait for whoever holds the file.
 func (m *Mount) Unmount() error {
 	if m.server == nil {
 		return errors.New("not mounted")
 	}
-	err := m.server.Unmount()
-	m.server.Wait()
-	return err
+	return m.server.Unmount()
 }
 
 // readFailed counts a failed read and logs the first hundred, so a failing

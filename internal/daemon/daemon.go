@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -50,7 +51,7 @@ type Config struct {
 	// OpenBackend opens a request's source; default OpenBackend. Tests
 	// give an in-memory one.
 	OpenBackend func(ctx context.Context, req control.MountRequest, log *slog.Logger) (backend.Backend, error)
-	// Serve serves a built mount at its mountpoint; default ServeFUSE.
+	// Serve serves a built mount at its mountpoint; default FUSEServer.
 	// Tests serve without FUSE.
 	Serve ServeFunc
 }
@@ -164,7 +165,7 @@ func Start(cfg Config) (*Daemon, error) {
 		d.open = OpenBackend
 	}
 	if d.serve == nil {
-		d.serve = ServeFUSE
+		d.serve = FUSEServer(cfg.Settings.Dir)
 	}
 	sock := filepath.Join(s.Dir, control.SocketName)
 	os.Remove(sock) // stale: whoever made it no longer holds the cache lock
@@ -235,11 +236,23 @@ func (d *Daemon) close() {
 		mounts = append(mounts, m)
 	}
 	d.mu.Unlock()
+	stranded := 0
 	for _, m := range mounts {
 		d.log.Info("unmounting", "mountpoint", m.served.Mountpoint())
 		if err := m.served.Unmount(); err != nil {
 			d.log.Warn("unmount failed", "mountpoint", m.served.Mountpoint(), "err", err)
+			if errors.Is(err, errStranded) {
+				stranded++
+			}
 		}
+	}
+	if stranded > 0 {
+		// Their servers, and so their watchers, run until the files open
+		// in them are closed; the cache stays open under them. Exiting
+		// ends their connections, and the cache, written crash-safely,
+		// opens again from what is on disk.
+		d.log.Warn("not waiting for detached mounts that files are still open in; the cache is left for the next start to reopen", "mounts", stranded)
+		return
 	}
 	d.wg.Wait()
 	d.ra.Close()

@@ -103,7 +103,7 @@ func (d *Daemon) AddMount(ctx context.Context, req control.MountRequest) (*dsfs.
 		src.Close()
 		b.Close()
 	}
-	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams, ReadLatency: readLatency})
+	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams, ReadLatency: readLatency, FsName: req.Source})
 	reportSkipped(d.log, m.Skipped())
 	// Listing a million keys leaves as much garbage as the tree holds
 	// (the store's answers, decoded); give it back to the system now
@@ -192,43 +192,113 @@ func stillFuse(dir string) bool {
 // fuseSuperMagic is FUSE's f_type in statfs (linux/magic.h).
 const fuseSuperMagic = 0x65735546
 
-// ServeFUSE mounts m at mountpoint with FUSE.
-func ServeFUSE(m *dsfs.Mount, mountpoint string, log *slog.Logger) (Served, error) {
-	if err := m.Serve(mountpoint); err != nil {
-		return nil, err
+// unmount takes one mount away (a held mount whose owner hung up) and
+// waits, bounded, until it is forgotten (gone closed).
+func (d *Daemon) unmount(mountpoint string, gone <-chan struct{}) {
+	d.mu.Lock()
+	m, ok := d.mounts[mountpoint]
+	d.mu.Unlock()
+	if !ok {
+		return
 	}
-	return fuseMount{m, log}, nil
+	if err := m.served.Unmount(); err != nil {
+		d.log.Warn("unmount failed", "mountpoint", mountpoint, "err", err)
+		return
+	}
+	t := time.NewTimer(unmountSettle)
+	defer t.Stop()
+	select {
+	case <-gone:
+	case <-t.C:
+	}
+}
+
+// errStranded says a busy mount was detached but its FUSE connection
+// could not be ended: its server runs until whoever holds a file open in
+// it lets go, or this process exits.
+var errStranded = errors.New("detached, but its FUSE connection could not be ended while a file is open in it")
+
+// Grace periods of a busy mount's unmount: how long whoever holds a file
+// open in a lazily detached mount has to let go before its connection is
+// aborted, and how long the server's loops get to end after that.
+const (
+	holdersGrace = time.Second
+	abortGrace   = 5 * time.Second
+)
+
+// FUSEServer serves mounts with FUSE. scratch is a private directory
+// (the cache dir) where a busy mount's unmount may mount fusectl for a
+// moment (see fs.Mount.Abort).
+func FUSEServer(scratch string) ServeFunc {
+	return func(m *dsfs.Mount, mountpoint string, log *slog.Logger) (Served, error) {
+		if err := m.Serve(mountpoint); err != nil {
+			return nil, err
+		}
+		return fuseMount{m: m, log: log, scratch: scratch}, nil
+	}
 }
 
 // fuseMount is a mount served by FUSE.
 type fuseMount struct {
-	m   *dsfs.Mount
-	log *slog.Logger
+	m       *dsfs.Mount
+	log     *slog.Logger
+	scratch string
 }
 
 func (f fuseMount) Mountpoint() string { return f.m.Mountpoint() }
 func (f fuseMount) Attached() bool     { return stillFuse(f.m.Mountpoint()) }
 func (f fuseMount) Wait()              { f.m.Server().Wait() }
 
-// Unmount unmounts, falling back to a lazy detach if the mount is busy:
-// the daemon is closing either way, and a dead daemon's mount only
-// answers ENOTCONN.
+// Unmount unmounts. A busy mount (a file open in it) is detached lazily
+// instead, so that it leaves the namespace at once; whoever holds a file
+// open in it gets a moment to let go, and then its FUSE connection is
+// aborted, so that its reads fail rather than keep this daemon waiting.
+// It returns errStranded if the connection could not be ended.
 func (f fuseMount) Unmount() error {
-	err := f.m.Unmount()
-	if err == nil {
+	mp := f.m.Mountpoint()
+	// The unmount itself first, to tell busy from other failures (go-fuse
+	// reports a busy mount as its fallback's failure: fusermount's).
+	err := syscall.Unmount(mp, 0)
+	switch {
+	case err == nil:
+		f.Wait()
+		return nil
+	case !errors.Is(err, syscall.EBUSY):
+		// Not root, say: go-fuse's way (fusermount).
+		if err = f.m.Unmount(); err == nil {
+			return nil
+		}
+	}
+	if lerr := syscall.Unmount(mp, syscall.MNT_DETACH); lerr != nil {
+		return fmt.Errorf("unmount %s: %w (detaching it: %v)", mp, err, lerr)
+	}
+	f.log.Warn("mount busy (a file open in it): detached it lazily; what still holds it open gets errors", "mountpoint", mp, "err", err)
+	if f.waitServer(holdersGrace) {
 		return nil
 	}
-	f.log.Warn("unmount failed; detaching lazily", "err", err)
-	if lerr := syscall.Unmount(f.m.Mountpoint(), syscall.MNT_DETACH); lerr != nil {
-		return fmt.Errorf("unmount %s: %w", f.m.Mountpoint(), err)
+	if aerr := f.m.Abort(f.scratch); aerr != nil {
+		f.log.Warn("could not end the detached mount's FUSE connection; it ends when this process exits", "mountpoint", mp, "err", aerr)
+		return errStranded
 	}
+	f.log.Info("ended the detached mount's FUSE connection", "mountpoint", mp)
+	if f.waitServer(abortGrace) {
+		return nil
+	}
+	return errStranded
+}
+
+// waitServer waits up to d for the mount's server to end.
+func (f fuseMount) waitServer(d time.Duration) bool {
 	done := make(chan struct{})
 	go func() { f.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+		return true
+	case <-t.C:
+		return false
 	}
-	return nil
 }
 
 func reportSkipped(log *slog.Logger, skipped []dsfs.SkippedKey) {
