@@ -86,6 +86,24 @@
 // and must match the daemon's. A request must arrive within 10 s and fit
 // in 1 MiB.
 //
+// A request with "hold" binds the mount to the connection: after its
+// MountReply the daemon keeps the connection open while the mount is
+// served, and sends one MountEnded line when it is gone, then closes. A
+// client that hangs up (or half-closes its side) asks for the mount to be
+// unmounted; the daemon answers with the MountEnded line once it is. So a
+// process that joined a daemon lives as long as its mount, as a systemd
+// service's main process must:
+//
+//	→ {"source":"/srv/data","mountpoint":"/mnt/b","hold":true}
+//	← {"pid":4242,"files":310,"dirs":4}
+//	  (the client half-closes: SIGTERM)
+//	← {"ended":"unmounted"}
+//
+// "ended" is "unmounted" (by the client's hang-up, umount or dsmount
+// unmount) or "daemon_exiting" (the daemon is stopping and took every
+// mount with it). A connection that ends with no such line means the
+// daemon died.
+//
 // # Stability
 //
 // This package is internal to dsmount: the protocol above is the

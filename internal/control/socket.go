@@ -39,6 +39,9 @@ type MountRequest struct {
 	// with the keys of whoever mounts it, not the daemon's. The socket
 	// serves the daemon's own user and root alone (0600, SO_PEERCRED).
 	Credentials *Credentials `json:"credentials,omitempty"`
+	// Hold binds the mount to this connection (see the package doc):
+	// hanging up unmounts it, and a MountEnded line says when it is gone.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // Credentials are static AWS keys (AWS_ACCESS_KEY_ID,
@@ -56,6 +59,18 @@ type MountReply struct {
 	Files int    `json:"files"`
 	Dirs  int    `json:"dirs"`
 }
+
+// MountEnded is the last line on a held connection: why its mount is
+// gone.
+type MountEnded struct {
+	Ended string `json:"ended"`
+}
+
+// Why a held mount ended (MountEnded.Ended).
+const (
+	EndedUnmounted     = "unmounted"
+	EndedDaemonExiting = "daemon_exiting"
+)
 
 // DecodeMountRequest reads one request line and checks what can be
 // checked before mounting: a version this package speaks, a source, an

@@ -124,7 +124,7 @@ func (r *rig) join(req control.MountRequest) (control.MountReply, error) {
 	if req.Source == "" {
 		req.Source = "/data"
 	}
-	reply, ok, err := Join(r.dir, req)
+	reply, _, ok, err := Join(r.dir, req)
 	if !ok {
 		r.t.Fatalf("Join %s: no daemon answered", req.Mountpoint)
 	}
@@ -275,7 +275,7 @@ func TestClose(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(r.dir, control.SocketName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket after Close: %v", err)
 	}
-	if _, ok, _ := Join(r.dir, control.MountRequest{Source: "/data", Mountpoint: r.mountpoint("late")}); ok {
+	if _, _, ok, _ := Join(r.dir, control.MountRequest{Source: "/data", Mountpoint: r.mountpoint("late")}); ok {
 		t.Error("a closed daemon answered a join")
 	}
 	if _, err := r.d.AddMount(context.Background(), control.MountRequest{Source: "/data", Mountpoint: r.mountpoint("late")}); err == nil || !strings.Contains(err.Error(), "shutting down") {
@@ -305,7 +305,7 @@ func TestExitWhenEmpty(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after the last mount went")
 	}
-	if _, ok, _ := Join(r.dir, control.MountRequest{Source: "/data", Mountpoint: mp}); ok {
+	if _, _, ok, _ := Join(r.dir, control.MountRequest{Source: "/data", Mountpoint: mp}); ok {
 		t.Error("the daemon answered after exiting")
 	}
 }
@@ -323,7 +323,7 @@ func TestRemountWhileEnding(t *testing.T) {
 	first.takeAway() // the kernel let go; the server has not ended
 	joined := make(chan error, 1)
 	go func() {
-		_, _, err := Join(r.dir, control.MountRequest{Source: "/data", Mountpoint: mp})
+		_, _, _, err := Join(r.dir, control.MountRequest{Source: "/data", Mountpoint: mp})
 		joined <- err
 	}()
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sort"
@@ -48,21 +49,72 @@ func (d *Daemon) handleConn(conn net.Conn) {
 		d.reply(conn, reply)
 		return
 	}
-	if req, err := decodeMountRequest(line); err != nil {
-		reply.Error = err.Error()
-	} else if err := d.checkSettings(req); err != nil {
-		reply.Error = err.Error()
-	} else {
+	req, err := decodeMountRequest(line)
+	if err == nil {
+		err = d.checkSettings(req)
+	}
+	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		m, err := d.AddMount(ctx, req)
+		var m *dsfs.Mount
+		m, err = d.AddMount(ctx, req)
 		cancel()
-		if err != nil {
-			reply.Error = err.Error()
-		} else {
+		if err == nil {
 			reply.Files, reply.Dirs = m.Files(), m.Dirs()
 		}
 	}
+	if err != nil {
+		reply.Error = err.Error()
+	}
+	// A held mount's end is watched from before the reply: the client
+	// may act on the reply (stop the daemon) at once.
+	var gone chan struct{}
+	if err == nil && req.Hold {
+		d.mu.Lock()
+		gone = d.gone[req.Mountpoint]
+		d.mu.Unlock()
+	}
 	d.reply(conn, reply)
+	if err == nil && req.Hold {
+		d.hold(conn, req.Mountpoint, gone)
+	}
+}
+
+// hold serves a held mount's connection (control's package doc): it
+// waits for the mount to go or the client to hang up, which unmounts it,
+// and then says why the mount ended.
+func (d *Daemon) hold(conn net.Conn, mountpoint string, gone <-chan struct{}) {
+	hungUp := make(chan struct{})
+	go func() {
+		// Nothing more is to come from the client: a read ends only
+		// with its hang-up (or the close below).
+		io.Copy(io.Discard, conn)
+		close(hungUp)
+	}()
+	defer func() {
+		conn.Close()
+		<-hungUp
+	}()
+	// gone is nil when the mount went between AddMount and the look-up.
+	if gone != nil {
+		select {
+		case <-gone:
+		case <-hungUp:
+			d.log.Info("the process holding the mount ended; unmounting", "mountpoint", mountpoint)
+			d.unmount(mountpoint, gone)
+		}
+	}
+	d.mu.Lock()
+	why := control.EndedUnmounted
+	if d.closing {
+		why = control.EndedDaemonExiting
+	}
+	d.mu.Unlock()
+	d.replyEnded(conn, why)
+}
+
+func (d *Daemon) replyEnded(conn net.Conn, why string) {
+	conn.SetWriteDeadline(time.Now().Add(socketWriteTimeout))
+	json.NewEncoder(conn).Encode(control.MountEnded{Ended: why})
 }
 
 // decodeMountRequest is control.DecodeMountRequest, with the fast path's
