@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,7 +170,7 @@ func TestMountTypeFuse(t *testing.T) {
 	for _, c := range []struct{ name, opts, want string }{
 		{"unknown option", "cache_dir=" + t.TempDir() + ",bogus=1", `unknown mount option "bogus"`},
 		{"a flag that wants a value", "cache_dir=" + t.TempDir() + ",cache_size", "mount option cache_size needs a value"},
-		{"a bad value", "cache_dir=" + t.TempDir() + ",chunk_size=huge", "--chunk-size"},
+		{"a bad value", "cache_dir=" + t.TempDir() + ",chunk_size=huge", `mount option chunk_size="huge": invalid size`},
 		{"an unreachable store", "cache_dir=" + t.TempDir() + ",s3_endpoint=http://127.0.0.1:1,s3_path_style", "127.0.0.1:1"},
 	} {
 		mp := t.TempDir()
@@ -259,21 +258,7 @@ func TestMountInBackground(t *testing.T) {
 // SIGTERM starts its shutdown, then exits 0; `dsmount daemon` says
 // READY=1 once its socket listens.
 func TestSystemdNotify(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	next := func(want string) {
-		t.Helper()
-		buf := make([]byte, 4096)
-		conn.SetReadDeadline(time.Now().Add(time.Minute))
-		n, err := conn.Read(buf)
-		if err != nil || !strings.HasPrefix(string(buf[:n]), want) {
-			t.Fatalf("notification %q, %v; want %q", buf[:n], err, want)
-		}
-	}
+	sock, next := notifyListener(t)
 	env := append(os.Environ(), "NOTIFY_SOCKET="+sock)
 
 	src := t.TempDir()

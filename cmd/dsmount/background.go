@@ -51,12 +51,17 @@ func readinessFromEnv() readiness {
 	return readiness{w: os.NewFile(uintptr(fd), "ready")}
 }
 
-// ready reports success, once.
-func (r *readiness) ready(files, dirs int) {
+// child says whether this process is a daemon started in the background
+// (and has not reported yet).
+func (r *readiness) child() bool { return r.w != nil }
+
+// ready reports success, once, with the pid of the daemon that serves the
+// mount: this process, or the one it joined.
+func (r *readiness) ready(files, dirs, daemonPid int) {
 	if r.w == nil {
 		return
 	}
-	fmt.Fprintf(r.w, "ready %d %d %d\n", files, dirs, os.Getpid())
+	fmt.Fprintf(r.w, "ready %d %d %d\n", files, dirs, daemonPid)
 	r.w.Close()
 	r.w = nil
 }
@@ -107,7 +112,9 @@ func startInBackground(ctx context.Context, cmd *cobra.Command, source, mountpoi
 	child := exec.Command(exe, args...)
 	child.Stdout, child.Stderr = logFile, logFile
 	child.ExtraFiles = []*os.File{pw} // fd 3
-	child.Env = append(os.Environ(), readyFDEnv+"=3")
+	// Its settings are all in args: the environment's DSMOUNT_<FLAG>
+	// variables, applied here already, must not apply again there.
+	child.Env = append(flagEnv(cmd, os.Environ()), readyFDEnv+"=3")
 	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := child.Start(); err != nil {
 		pw.Close()

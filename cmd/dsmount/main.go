@@ -13,8 +13,9 @@ import (
 	"github.com/dsmount/dsmount/internal/version"
 )
 
-// Exit codes: 1 for a command line that can't be run, 2 for a failure while
-// running it.
+// Exit codes: 1 for a command line that can't be run (a usage or
+// configuration error: retrying it cannot help, so the systemd units name
+// it in RestartPreventExitStatus=), 2 for a failure while running it.
 const (
 	exitUsage   = 1
 	exitFailure = 2
@@ -28,6 +29,35 @@ func (u usageError) Unwrap() error { return u.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
+// flagError is a value of one flag that the command can't use.
+type flagError struct {
+	flag string
+	err  error
+}
+
+func (f flagError) Error() string { return "--" + f.flag + ": " + f.err.Error() }
+func (f flagError) Unwrap() error { return f.err }
+
+// flagErrorf is a usage error in the value of flag.
+func flagErrorf(flag, format string, args ...any) error {
+	return usageError{flagError{flag, fmt.Errorf(format, args...)}}
+}
+
+// withOrigin is err's message, naming where a refused flag value came
+// from when that was not the command line (an environment variable or a
+// mount option): the user looks for it there.
+func withOrigin(cmd *cobra.Command, err error) string {
+	var fe flagError
+	if cmd == nil || !errors.As(err, &fe) {
+		return err.Error()
+	}
+	f := cmd.Flags().Lookup(fe.flag)
+	if f == nil || len(f.Annotations[originAnnotation]) == 0 {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s=%q: %v", f.Annotations[originAnnotation][0], f.Value.String(), fe.err)
+}
+
 func main() {
 	root := newRootCmd()
 	root.SetArgs(fuseHelperArgs(os.Args[1:], func(name string) bool {
@@ -35,14 +65,15 @@ func main() {
 		return err == nil && c != root
 	}))
 	stopProfile := startProfile()
-	err := root.Execute()
+	warnUnknownEnv(root, os.Environ(), os.Stderr)
+	cmd, err := root.ExecuteC()
 	stopProfile()
 	if err != nil {
 		var code exitCode
 		if errors.As(err, &code) {
 			os.Exit(code.code)
 		}
-		fmt.Fprintf(os.Stderr, "dsmount: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(os.Stderr, "dsmount: %s\n", oneLine(withOrigin(cmd, err)))
 		var u usageError
 		if errors.As(err, &u) {
 			os.Exit(exitUsage)

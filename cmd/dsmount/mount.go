@@ -91,7 +91,7 @@ later mounts reuse it (--refresh lists again, picking up changed objects).`,
 		Example: `  dsmount mount s3://my-datasets/imagenet /mnt/imagenet --cache-dir /nvme/dsmount --cache-size 500G
   dsmount mount -d /nfs/datasets/coco /mnt/coco && dsmount warm /mnt/coco/val
   dsmount mount s3://bucket/prefix /mnt/data --s3-endpoint http://127.0.0.1:9000 --s3-path-style`,
-		Args: exactArgs(2, "SOURCE and MOUNTPOINT"),
+		Args: mountArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ready := readinessFromEnv()
 			err := runMount(cmd.Context(), cmd, args[0], args[1], f, &ready)
@@ -103,6 +103,16 @@ later mounts reuse it (--refresh lists again, picking up changed objects).`,
 	}
 	addMountFlags(cmd, &f)
 	return cmd
+}
+
+// mountArgs wants SOURCE and MOUNTPOINT. A lone MOUNTPOINT is what a
+// dsmount@ unit runs when its settings file gave no DSMOUNT_SOURCE (an
+// empty ${DSMOUNT_SOURCE} expands to no word): the error names the file.
+func mountArgs(c *cobra.Command, args []string) error {
+	if len(args) == 1 && filepath.IsAbs(args[0]) && os.Getenv("DSMOUNT_SOURCE") == "" && os.Getenv("INVOCATION_ID") != "" {
+		return usagef("no SOURCE for %s: a dsmount@ unit takes it from DSMOUNT_SOURCE in /etc/dsmount%s.env", args[0], filepath.Clean(args[0]))
+	}
+	return exactArgs(2, "SOURCE and MOUNTPOINT")(c, args)
 }
 
 // addMountFlags adds mount's flags: the cache's and daemon's, and the
@@ -182,7 +192,7 @@ func planMount(source, mountpoint string, f mountFlags) (mountPlan, error) {
 	}
 	p.source = source
 	if _, err := dsfs.ParseFastPath(f.fastPath); err != nil {
-		return p, usagef("--fast-path: %w", err)
+		return p, flagErrorf("fast-path", "%w", err)
 	}
 	if p.mountpoint, p.detachedDead, err = checkMountpoint(mountpoint, f.mkdir); err != nil {
 		return p, err
@@ -201,29 +211,29 @@ func planCacheFields(f mountFlags) (mountPlan, error) {
 	}
 	if f.cacheSize != "" {
 		if p.capacity, err = units.ParseSize(f.cacheSize); err != nil {
-			return p, usagef("--cache-size: %w", err)
+			return p, flagErrorf("cache-size", "%w", err)
 		}
 		if p.capacity == 0 {
-			return p, usagef("--cache-size: must be more than 0")
+			return p, flagErrorf("cache-size", "must be more than 0")
 		}
 	}
 	if p.chunkSize, err = units.ParseSize(f.chunkSize); err != nil {
-		return p, usagef("--chunk-size: %w", err)
+		return p, flagErrorf("chunk-size", "%w", err)
 	}
 	if p.chunkSize < 64<<10 || p.chunkSize > 256<<20 {
-		return p, usagef("--chunk-size: %s is outside 64K..256M", f.chunkSize)
+		return p, flagErrorf("chunk-size", "%s is outside 64K..256M", f.chunkSize)
 	}
 	if _, ok := cache.PolicyByName(f.policy); !ok && f.policy != daemon.PolicyOrder {
-		return p, usagef("--cache-policy: unknown policy %q (want order, fill-and-hold or lru)", f.policy)
+		return p, flagErrorf("cache-policy", "unknown policy %q (want order, fill-and-hold or lru)", f.policy)
 	}
 	if f.jobTimeout <= 0 {
-		return p, usagef("--job-timeout: must be positive, got %s", f.jobTimeout)
+		return p, flagErrorf("job-timeout", "must be positive, got %s", f.jobTimeout)
 	}
 	if f.prefetchParallel < 1 || f.prefetchParallel > 1024 {
-		return p, usagef("--prefetch-parallel: %d is outside 1..1024", f.prefetchParallel)
+		return p, flagErrorf("prefetch-parallel", "%d is outside 1..1024", f.prefetchParallel)
 	}
 	if f.prefetchLead <= 0 || f.prefetchLead > time.Hour {
-		return p, usagef("--prefetch-lead: %s is outside (0, 1h]", f.prefetchLead)
+		return p, flagErrorf("prefetch-lead", "%s is outside (0, 1h]", f.prefetchLead)
 	}
 	if f.metricsAddr != "" {
 		if _, err := daemon.MetricsListenAddr(f.metricsAddr); err != nil {
@@ -231,7 +241,7 @@ func planCacheFields(f mountFlags) (mountPlan, error) {
 		}
 	}
 	if p.cacheDir, err = filepath.Abs(f.cacheDir); err != nil {
-		return p, usagef("--cache-dir: %w", err)
+		return p, flagErrorf("cache-dir", "%w", err)
 	}
 	return p, nil
 }
@@ -309,28 +319,48 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		req.Policy = f.policy
 	}
 	// Join the daemon of this cache dir if one runs, with this shell's
-	// keys if it has any.
+	// keys if it has any. The main process of a systemd service
+	// ($NOTIFY_SOCKET) holds its mount: it stays as long as the mount, as
+	// one that became the daemon does, so that systemd tracks it and
+	// stopping the service unmounts it.
 	joinReq := req
 	joinReq.Credentials = envCredentials(req.Source, req.Anonymous, os.LookupEnv)
-	joinedDaemon := func(reply control.MountReply, err error) error {
+	joinReq.Hold = !f.background && !ready.child() && os.Getenv("NOTIFY_SOCKET") != ""
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	joinedDaemon := func(reply control.MountReply, held *daemon.Held, err error) error {
 		if err != nil {
 			if joinReq.Credentials != nil {
 				return fmt.Errorf("%w (a joining mount reads with this shell's AWS_ACCESS_KEY_ID, not the daemon's credentials)", err)
 			}
 			return err
 		}
-		ready.ready(reply.Files, reply.Dirs)
+		ready.ready(reply.Files, reply.Dirs, reply.Pid)
+		note := "served by the running daemon; 'dsmount unmount' to remove"
+		if held != nil {
+			note = "served by the running daemon; this process holds the mount: stopping it unmounts"
+		}
 		log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", reply.Files, "dirs", reply.Dirs, "daemon_pid", reply.Pid,
-			"credentials", credentialsSource(joinReq), "note", "served by the running daemon; 'dsmount unmount' to remove")
+			"credentials", credentialsSource(joinReq), "note", note)
+		if held == nil {
+			return nil
+		}
+		notify(log, fmt.Sprintf("READY=1\nSTATUS=serving %s (through the daemon, pid %d)", p.mountpoint, reply.Pid))
+		err = held.Wait(ctx)
+		notify(log, "STOPPING=1")
+		if err != nil {
+			return err
+		}
+		log.Info("unmounted", "mountpoint", p.mountpoint)
 		return nil
 	}
-	if reply, joined, err := daemon.Join(p.cacheDir, joinReq); joined {
-		return joinedDaemon(reply, err)
+	if reply, held, joined, err := daemon.Join(p.cacheDir, joinReq); joined {
+		return joinedDaemon(reply, held, err)
 	}
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if f.background {
+	// A daemon started in the background never backgrounds again, whatever
+	// its flags say.
+	if f.background && !ready.child() {
 		res, err := startInBackground(ctx, cmd, req.Source, p.mountpoint, p.cacheDir)
 		if err != nil {
 			return err
@@ -343,8 +373,8 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	if errors.Is(err, cache.ErrInUse) {
 		// Another dsmount holds the cache dir but didn't answer: it may be
 		// starting (two mounts racing) — give its socket a moment.
-		if reply, joined, jerr := daemon.WaitAndJoin(ctx, p.cacheDir, joinReq); joined {
-			return joinedDaemon(reply, jerr)
+		if reply, held, joined, jerr := daemon.WaitAndJoin(ctx, p.cacheDir, joinReq); joined {
+			return joinedDaemon(reply, held, jerr)
 		}
 	}
 	if err != nil {
@@ -355,7 +385,7 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		d.Close()
 		return err
 	}
-	ready.ready(m.Files(), m.Dirs())
+	ready.ready(m.Files(), m.Dirs(), os.Getpid())
 	notify(log, "READY=1\nSTATUS=serving "+p.mountpoint)
 	d.Wait(ctx)
 	notify(log, "STOPPING=1")
@@ -429,7 +459,7 @@ unmounts everything and exits.`,
 func newLogger(format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("--log-level: unknown level %q (want debug, info, warn or error)", level)
+		return nil, flagErrorf("log-level", "unknown level %q (want debug, info, warn or error)", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -438,5 +468,5 @@ func newLogger(format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
-	return nil, usagef("--log-format: unknown format %q (want text or json)", format)
+	return nil, flagErrorf("log-format", "unknown format %q (want text or json)", format)
 }

@@ -73,7 +73,7 @@ func applyMountOptions(cmd *cobra.Command, opts []string) error {
 		if cmd.Flags().Changed(name) && !fromOption[name] {
 			return usagef("--%s is given both as a flag and as the mount option %s", name, strings.ReplaceAll(name, "-", "_"))
 		}
-		if err := cmd.Flags().Set(name, value); err != nil {
+		if err := setFrom(cmd, cmd.Flags().Lookup(name), value, "mount option "+strings.ReplaceAll(name, "-", "_")); err != nil {
 			return usagef("mount option %s=%q: %v", strings.ReplaceAll(name, "-", "_"), value, err)
 		}
 		fromOption[name] = true

@@ -73,7 +73,7 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 		return usagef("order: --job NAME is required")
 	}
 	if f.epoch < 0 {
-		return usagef("--epoch: %d is negative", f.epoch)
+		return flagErrorf("epoch", "%d is negative", f.epoch)
 	}
 	abs, err := filepath.Abs(args[0])
 	if err != nil {
@@ -87,7 +87,7 @@ func runOrder(ctx context.Context, args []string, f orderFlags) error {
 		return usagef("%s is not a mountpoint (the mount's root is %s)", args[0], root)
 	}
 	if f.pid < 0 {
-		return usagef("--pid: %d is negative", f.pid)
+		return flagErrorf("pid", "%d is negative", f.pid)
 	}
 	// This process exits at once: it can't own the job's reads.
 	req := control.Request{Op: "order", Job: f.job, Epoch: f.epoch, End: f.end, PID: f.pid, Anonymous: f.pid == 0}

@@ -39,7 +39,7 @@ With --json --watch, each interval prints the report as one JSON line.`,
 		Args: exactArgs(1, "MOUNTPOINT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if every <= 0 {
-				return usagef("--interval: %v is not a positive duration", every)
+				return flagErrorf("interval", "%v is not a positive duration", every)
 			}
 			abs, err := filepath.Abs(args[0])
 			if err != nil {

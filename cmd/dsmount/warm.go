@@ -75,10 +75,10 @@ type warmGroup struct {
 
 func runWarm(ctx context.Context, args []string, f warmFlags) error {
 	if f.parallel < 1 || f.parallel > 1024 {
-		return usagef("--parallel: %d is outside 1..1024", f.parallel)
+		return flagErrorf("parallel", "%d is outside 1..1024", f.parallel)
 	}
 	if f.progressEvery < 0 {
-		return usagef("--progress-interval: %v is negative", f.progressEvery)
+		return flagErrorf("progress-interval", "%v is negative", f.progressEvery)
 	}
 	paths := append([]string(nil), args...)
 	if f.fromFile != "" {
