@@ -41,11 +41,28 @@
 // (size, chunk size, policy) is refused: one daemon, one cache, one set
 // of settings.
 //
+// A request with Hold (a systemd service's main process joining) keeps
+// its connection: the connection's goroutine waits for the mount to go
+// or the client to hang up (which unmounts it), then writes one
+// control.MountEnded line. The client side is Held.
+//
+// # Unmounting a busy mount
+//
+// A mount with a file open in it can't be unmounted. FUSEServer's
+// Unmount detaches it lazily (it leaves the namespace at once), gives the
+// holder a second to let go, then aborts its FUSE connection through
+// fusectl (fs.Mount.Abort), so the holder's reads fail and the server
+// ends: a stop never waits on a reader. Where the connection can't be
+// ended (no CAP_SYS_ADMIN to mount fusectl), Close does not wait for that
+// mount's server and leaves the cache for the next start to reopen:
+// exiting ends the connection.
+//
 // # Goroutines
 //
 // Every goroutine the daemon starts is counted in Daemon.wg and ended by
-// Close: the socket's accept loop, one per connection, one watcher per
-// mount, and the metrics server. Close stops the accept loop, unmounts
+// Close: the socket's accept loop, one per connection (a held one also
+// owns the reader that sees its client hang up, and ends it by closing
+// the connection), one watcher per mount, and the metrics server. Close stops the accept loop, unmounts
 // every mount, waits for them all, then closes the registry (its
 // scheduler and prefetches) and last the cache.
 //
