@@ -103,7 +103,8 @@ func TestStopWhileBusy(t *testing.T) {
 // the environment) backgrounds once: the command returns with the mount
 // served, and the daemon neither inherits the flags' variables nor starts
 // a process of its own. DSMOUNT_OPTIONS is not read (-o is mount(8)'s)
-// and, like a misspelled name, is warned of.
+// and, like a misspelled name, is warned of. Under a Type=notify unit the
+// variable is ignored: the service's process stays in the foreground.
 func TestEnvDoesNotRecurse(t *testing.T) {
 	src := t.TempDir()
 	paths := writeLocalFiles(t, src, 6)
@@ -137,6 +138,24 @@ func TestEnvDoesNotRecurse(t *testing.T) {
 		t.Fatalf("unmount: %s", r.Stderr)
 	}
 	waitExit(t, pid, 30*time.Second)
+
+	// As a systemd service's main process ($NOTIFY_SOCKET), DSMOUNT_DAEMON
+	// is ignored with a warning: the process stays, says READY=1 itself
+	// (systemd takes it from the main process alone) and stops on SIGTERM.
+	sock, next := notifyListener(t)
+	p, err := testenv.StartCLI(dsmountBin, testenv.CLIOptions{Env: append(env, "NOTIFY_SOCKET="+sock)}, "mount", src, mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("READY=1")
+	if p.Exited() || testenv.Stats(t, dsmountBin, mp).DaemonPID != p.Pid() {
+		t.Fatalf("under $NOTIFY_SOCKET, DSMOUNT_DAEMON=true: the service's process exited or is not the daemon: %s", p.Stderr())
+	}
+	p.Signal(syscall.SIGTERM)
+	next("STOPPING=1")
+	if r := p.Wait(stopBound); r.ExitCode != 0 || !strings.Contains(r.Stderr, "--daemon ignored") || !strings.Contains(r.Stderr, "DSMOUNT_DAEMON") {
+		t.Fatalf("DSMOUNT_DAEMON=true under $NOTIFY_SOCKET: exit %d, stderr %q; want 0 and a warning naming the variable", r.ExitCode, r.Stderr)
+	}
 }
 
 // childrenOf lists the child processes of pid (every thread's).

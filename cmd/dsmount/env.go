@@ -56,6 +56,15 @@ func setFrom(cmd *cobra.Command, f *pflag.Flag, v, origin string) error {
 	return nil
 }
 
+// flagOrigin names where flag's value came from, for messages: its
+// variable, its mount option, or --flag.
+func flagOrigin(cmd *cobra.Command, flag string) string {
+	if f := cmd.Flags().Lookup(flag); f != nil && len(f.Annotations[originAnnotation]) > 0 {
+		return f.Annotations[originAnnotation][0]
+	}
+	return "--" + flag
+}
+
 // applyEnv sets each of cmd's flags that the command line left unset from
 // its environment variable, if set: a flag given on the command line (or
 // as a mount option) wins. A value the flag refuses is a usage error that

@@ -256,7 +256,10 @@ func checkMountpoint(dir string, mkdir bool) (abs string, detached bool, err err
 	if err != nil {
 		return "", false, usagef("mountpoint %s: %w", dir, err)
 	}
-	if _, err := os.Stat(abs); errors.Is(err, syscall.ENOTCONN) {
+	// statfs asks the filesystem itself: a dead mount's root may still
+	// stat from the kernel's cached attributes (kept for an hour).
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(abs, &sfs); errors.Is(err, syscall.ENOTCONN) {
 		if err := syscall.Unmount(abs, syscall.MNT_DETACH); err != nil {
 			return "", false, fmt.Errorf("mountpoint %s is a dead FUSE mount that could not be detached (umount -l it): %w", abs, err)
 		}
@@ -317,6 +320,12 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	}
 	if cmd.Flags().Changed("cache-policy") {
 		req.Policy = f.policy
+	}
+	// A systemd service's main process ($NOTIFY_SOCKET) stays in the
+	// foreground: systemd tracks it, and takes READY=1 from it alone.
+	if f.background && os.Getenv("NOTIFY_SOCKET") != "" && !ready.child() {
+		log.Warn("--daemon ignored: a systemd service's dsmount (Type=notify) stays in the foreground as the service's main process", "setting", flagOrigin(cmd, "daemon"))
+		f.background = false
 	}
 	// Join the daemon of this cache dir if one runs, with this shell's
 	// keys if it has any. The main process of a systemd service
