@@ -12,6 +12,14 @@
 //     taking the next path of one shuffled order from a shared index, each
 //     doing open / read-all / close (testenv.ReadAllInOrder); files/s,
 //     mount vs direct (source page cache warm). Target >= 0.9x.
+//     1c. the same epoch from the cache disk (issue 37): for each of
+//     --disk-readers (8,32), the page cache dropped (drop_caches 1) before
+//     each side, so the local side reads the source from disk and the
+//     daemon serves every file from its cache files on the same disk.
+//     Target >= 0.9x. Per file on the mount's side: the FUSE requests by
+//     opcode (the kernel's fuse_request_send tracepoint, in a tracing
+//     instance of its own: testenv.FuseTrace), the daemon's context
+//     switches and its CPU.
 //  2. `dd if=FILE of=/dev/null bs=1M` of one --large-mib file, MB/s by dd's
 //     own clock, mount vs direct, both page caches warm. Target >= 0.95x.
 //     Also, for context, the mount with the file's page cache dropped first
@@ -37,7 +45,9 @@
 //
 // After the passes every file is checked through the mount again (CRC-32C).
 // The program exits 0 when a target is missed (it is a measurement) and
-// non-zero on errors (a wrong byte included). Usage: go run ./bench hot
+// non-zero on errors (a wrong byte included). --client-cpu N pins this
+// program (its readers) and the daemon to CPU N, as a node's client side.
+// Usage: go run ./bench hot
 // [flags]; needs root (FUSE). An empty --fast-path (--fast-path=) leaves
 // the flag off the mount command (for a binary without it); --bin runs a
 // prebuilt binary instead of building this checkout's.

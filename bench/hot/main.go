@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,8 @@ type config struct {
 	bin                   string
 	python                string
 	workers, batch        int
+	diskReaders           []int
+	clientCPU             int
 }
 
 // Main runs the benchmark with the command line args (after "hot").
@@ -57,8 +60,16 @@ func Main(args []string) error {
 	fs.StringVar(&c.python, "python", "/usr/bin/python3", "Python with torch, for pass 3")
 	fs.IntVar(&c.workers, "loader-workers", 4, "DataLoader num_workers (pass 3)")
 	fs.IntVar(&c.batch, "loader-batch", 32, "DataLoader batch_size (pass 3)")
+	diskReaders := fs.String("disk-readers", "8,32", "reader counts of the cache-disk epoch (pass 1c), comma-separated; '' skips it")
+	fs.IntVar(&c.clientCPU, "client-cpu", -1, "pin this program (its readers) and the daemon to this CPU, as a node's client side; -1: no pinning")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	var err error
+	if *diskReaders != "" {
+		if c.diskReaders, err = cli.ParseList(*diskReaders, strconv.Atoi); err != nil {
+			return cli.Usagef("--disk-readers: %v", err)
+		}
 	}
 	if c.rounds < 1 {
 		c.rounds = 1
@@ -71,6 +82,12 @@ func Main(args []string) error {
 
 	t := testenv.NewProgramT("dsmount-benchhot")
 	defer t.Close()
+	if c.clientCPU >= 0 {
+		// The daemon, started later, inherits the mask.
+		if err := testenv.Pin(0, []int{c.clientCPU}); err != nil {
+			t.Fatalf("--client-cpu: %v", err)
+		}
+	}
 	work := t.TempDir()
 	repo, err := testenv.RepoRoot()
 	if err != nil {
@@ -221,6 +238,11 @@ func Main(args []string) error {
 		logger.Printf("pass 1 round %d: direct %.0f files/s, mount %.0f files/s (daemon %.3f CPU-s/1000 files)", r+1, p1.ref[r], p1.mnt[r], cpuPerK[r])
 	}
 	passes = append(passes, p1)
+
+	// Pass 1c: the same epoch from the cache disk.
+	for _, n := range c.diskReaders {
+		passes = append(passes, cacheDiskPass(t, n, c, pid, src, mnt, small, smallBytes, logger.Printf))
+	}
 
 	// Pass 2: dd of the large file.
 	if large != "" {

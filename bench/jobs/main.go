@@ -3,7 +3,6 @@ package jobs
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/dsmount/dsmount/bench/internal/benchenv"
 	"github.com/dsmount/dsmount/bench/internal/cli"
@@ -60,10 +59,10 @@ func Main(args []string) error {
 		return err
 	}
 	var err error
-	if c.jobs, err = parseList(jobs, strconv.Atoi); err == nil {
-		if c.fractions, err = parseList(fractions, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }); err == nil {
-			if c.bounded, err = parseList(bounded, parseOnOff); err == nil {
-				c.policies, err = parseList(policies, func(s string) (string, error) { return s, nil })
+	if c.jobs, err = cli.ParseList(jobs, strconv.Atoi); err == nil {
+		if c.fractions, err = cli.ParseList(fractions, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }); err == nil {
+			if c.bounded, err = cli.ParseList(bounded, parseOnOff); err == nil {
+				c.policies, err = cli.ParseList(policies, func(s string) (string, error) { return s, nil })
 			}
 		}
 	}
@@ -111,14 +110,3 @@ func parseOnOff(s string) (bool, error) {
 	return false, fmt.Errorf("want on or off, got %q", s)
 }
 
-func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
-	var out []T
-	for _, f := range strings.Split(s, ",") {
-		v, err := parse(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/dsmount/dsmount/bench/internal/cli"
 )
 
 // FuzzParseList: a flag's list gives values or an error, never a panic,
@@ -14,20 +16,20 @@ func FuzzParseList(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		fields := len(strings.Split(s, ","))
-		if v, err := parseList(s, strconv.Atoi); err == nil && len(v) != fields {
-			t.Fatalf("parseList(%q) = %v: want %d values", s, v, fields)
+		if v, err := cli.ParseList(s, strconv.Atoi); err == nil && len(v) != fields {
+			t.Fatalf("cli.ParseList(%q) = %v: want %d values", s, v, fields)
 		}
-		if v, err := parseList(s, parseOnOff); err == nil && len(v) != fields {
-			t.Fatalf("parseList(%q, on/off) = %v: want %d values", s, v, fields)
+		if v, err := cli.ParseList(s, parseOnOff); err == nil && len(v) != fields {
+			t.Fatalf("cli.ParseList(%q, on/off) = %v: want %d values", s, v, fields)
 		}
 	})
 }
 
 func TestParseOnOff(t *testing.T) {
-	if v, err := parseList("on, off", parseOnOff); err != nil || len(v) != 2 || !v[0] || v[1] {
+	if v, err := cli.ParseList("on, off", parseOnOff); err != nil || len(v) != 2 || !v[0] || v[1] {
 		t.Errorf("on, off: %v, %v", v, err)
 	}
-	if _, err := parseList("on,maybe", parseOnOff); err == nil {
+	if _, err := cli.ParseList("on,maybe", parseOnOff); err == nil {
 		t.Error("on,maybe accepted")
 	}
 }

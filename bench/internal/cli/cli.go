@@ -103,3 +103,17 @@ func DaemonEnv(fs *flag.FlagSet, dst *[]string, usage string) {
 		return nil
 	})
 }
+
+// ParseList parses a comma-separated list, each item (spaces trimmed)
+// with parse.
+func ParseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		v, err := parse(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,90 @@
+package hot
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsmount/dsmount/bench/internal/measure"
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+// cacheDiskPass is pass 1c: the epoch of pass 1 with the page cache
+// dropped before each side (drop_caches 1: pages only; dentries and
+// inodes stay, as on a node that keeps reading one tree), so the local
+// side reads the source from disk and the mount's daemon serves every
+// file from its cache files on the same disk. The mount's side also
+// counts the FUSE requests the kernel sent (by opcode, from its
+// tracepoint), and the daemon's context switches and CPU, per file.
+func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string, small []string, smallBytes int64, log func(string, ...any)) *pass {
+	p := &pass{name: fmt.Sprintf("1c. cache-disk epoch (page cache dropped), %d x %d B, %d readers", len(small), c.FileSize, readers),
+		unit: "files/s", target: 0.9, refName: "direct, page cache dropped"}
+	epoch := func(root string, order []string) float64 {
+		if err := dropPageCache(); err != nil {
+			t.Fatalf("%v", err)
+		}
+		var n atomic.Int64
+		start := time.Now()
+		err := testenv.ReadAllInOrder(root, order, readers, func(_ string, data []byte) error {
+			n.Add(int64(len(data)))
+			return nil
+		})
+		el := time.Since(start)
+		if err != nil {
+			t.Fatalf("cache-disk epoch over %s: %v", root, err)
+		}
+		if n.Load() != smallBytes {
+			t.Fatalf("cache-disk epoch over %s read %d bytes; the files hold %d", root, n.Load(), smallBytes)
+		}
+		return float64(len(order)) / el.Seconds()
+	}
+	var cpuUS, switches []float64
+	var ops []string
+	for r := 0; r < c.rounds; r++ {
+		order := testenv.Shuffled(small, c.seed+100+int64(r))
+		sides(r, func() { p.ref = append(p.ref, epoch(src, order)) }, func() {
+			tr, err := testenv.StartFuseTrace(mnt)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			c0, s0 := testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
+			p.mnt = append(p.mnt, epoch(mnt, order))
+			c1, s1 := testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
+			got, err := tr.Stop()
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			n := float64(len(order))
+			cpuUS = append(cpuUS, (c1-c0)/n*1e6)
+			switches = append(switches, float64(s1-s0)/n)
+			ops = append(ops, got.PerFile(len(order)))
+		})
+		log("pass 1c (%d readers) round %d: direct %.0f files/s, mount %.0f files/s; per file: daemon %.1f µs CPU, %.2f switches, FUSE %s",
+			readers, r+1, p.ref[r], p.mnt[r], cpuUS[r], switches[r], ops[r])
+	}
+	p.notes = append(p.notes,
+		"drop_caches 1 (page cache only) before each side; the source and the cache dir are on the same disk",
+		fmt.Sprintf("per file, each round: daemon CPU µs %s; daemon context switches %s", measure.Join(cpuUS, "%.1f", " "), measure.Join(switches, "%.2f", " ")),
+		fmt.Sprintf("FUSE requests per file (kernel tracepoint), each round: %s", joinStrings(ops, "; ")))
+	return p
+}
+
+// dropPageCache drops the whole page cache (not dentries and inodes).
+func dropPageCache() error {
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0o200); err != nil {
+		return fmt.Errorf("drop the page cache (needs root): %w", err)
+	}
+	return nil
+}
+
+func joinStrings(v []string, sep string) string {
+	out := ""
+	for i, s := range v {
+		if i > 0 {
+			out += sep
+		}
+		out += s
+	}
+	return out
+}
