@@ -349,4 +349,3 @@ func TestEnvFileNames(t *testing.T) {
 		}
 	}
 }
-

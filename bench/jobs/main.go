@@ -109,4 +109,3 @@ func parseOnOff(s string) (bool, error) {
 	}
 	return false, fmt.Errorf("want on or off, got %q", s)
 }
-

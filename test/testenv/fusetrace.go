@@ -85,7 +85,9 @@ func (o FuseOps) PerFile(files int) string {
 	for k := range o {
 		names = append(names, k)
 	}
-	sort.Slice(names, func(i, j int) bool { return o[names[i]] > o[names[j]] || o[names[i]] == o[names[j]] && names[i] < names[j] })
+	sort.Slice(names, func(i, j int) bool {
+		return o[names[i]] > o[names[j]] || o[names[i]] == o[names[j]] && names[i] < names[j]
+	})
 	var b strings.Builder
 	for i, k := range names {
 		if i > 0 {
