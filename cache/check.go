@@ -61,15 +61,28 @@ func (c *Cache) readChecked(o *object, idx int, dst []byte, inner int64) bool {
 		o.mu.RUnlock()
 		return false
 	}
-	// Read into dst where it is the span itself (a small file read at
-	// once), else into a buffer of the span.
-	buf, own := dst, from != inner || to != inner+int64(len(dst))
-	if own {
-		buf = c.bufs.get(int(to - from))
-		defer c.bufs.put(buf)
-	}
 	chunkOff := int64(idx) * o.meta.ChunkSize
-	err := o.readAt(buf, chunkOff+from)
+	var buf []byte
+	var err error
+	own, direct := true, false
+	if sl := o.loc.Load(); sl != nil {
+		// A packed object: read with O_DIRECT into a buffer of its own.
+		buf = c.bufs.getPooled(int(alignUp(to - from)))
+		defer c.bufs.put(buf)
+		direct, err = sl.readDirect(buf, chunkOff+from, int(to-from))
+		buf = buf[:to-from]
+	}
+	if !direct {
+		// Read into dst where it is the span itself (a small file read at
+		// once), else into a buffer of the span.
+		if own = from != inner || to != inner+int64(len(dst)); own && buf == nil {
+			buf = c.bufs.get(int(to - from))
+			defer c.bufs.put(buf)
+		} else if !own {
+			buf = dst
+		}
+		err = o.readAt(buf, chunkOff+from)
+	}
 	ok := err == nil && sumsMatch(buf, sums)
 	o.mu.RUnlock()
 	if ok {

@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,6 +60,11 @@ type pack struct {
 	openOnce sync.Once
 	f        *os.File // read, sync and punch; opened on first use
 	openErr  error
+
+	// df reads slots with O_DIRECT (nil where the filesystem refuses
+	// it); opened on first use.
+	directOnce sync.Once
+	df         *os.File
 
 	// wf writes slots, with O_DIRECT where the filesystem allows it
 	// (direct); open while the pack is filled or written to.
@@ -302,6 +309,10 @@ func (p *pack) closeFiles() {
 	if p.f != nil {
 		p.f.Close()
 	}
+	p.directOnce.Do(func() {})
+	if p.df != nil {
+		p.df.Close()
+	}
 	if p.wf != nil {
 		p.wf.Close()
 		p.wf = nil
@@ -315,6 +326,46 @@ func (p *pack) file() (*os.File, error) {
 		p.f, p.openErr = os.OpenFile(p.path, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	})
 	return p.f, p.openErr
+}
+
+// directFile is the pack's O_DIRECT read fd, nil where the filesystem
+// refuses O_DIRECT.
+func (p *pack) directFile() *os.File {
+	p.directOnce.Do(func() {
+		f, err := os.OpenFile(p.path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_DIRECT, 0)
+		if err == nil {
+			p.df = f
+		}
+	})
+	return p.df
+}
+
+// readDirect reads the n bytes of the slot at off within it into buf, a
+// page-aligned buffer of at least alignUp(n) bytes, with O_DIRECT: the
+// bytes come from the disk into buf, with no copy in the page cache
+// (where the mount's own pages of the file would keep a second one) and
+// no readahead of the slots around it. off must be aligned. False where
+// the pack can't be read that way; the caller reads it buffered.
+func (sl slot) readDirect(buf []byte, off int64, n int) (bool, error) {
+	if off%directAlign != 0 || len(buf) < int(alignUp(int64(n))) || uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%directAlign != 0 {
+		return false, nil
+	}
+	if _, err := sl.p.file(); err != nil {
+		return true, err // missing: the caller refetches
+	}
+	f := sl.p.directFile()
+	if f == nil {
+		return false, nil
+	}
+	got, err := f.ReadAt(buf[:alignUp(int64(n))], sl.off+off)
+	if got >= n {
+		// The slot's padding may run past the pack's end.
+		return true, nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return true, err
 }
 
 // readAt reads len(dst) bytes of the slot at off within it.

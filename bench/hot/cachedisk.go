@@ -3,6 +3,8 @@ package hot
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -39,17 +41,22 @@ func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string,
 		}
 		return float64(len(order)) / el.Seconds()
 	}
-	var cpuUS, switches []float64
+	var cpuUS, switches, cacheRef, cacheMnt []float64
 	var ops []string
+	grew := func(into *[]float64, f func()) {
+		c0 := pageCacheMiB()
+		f()
+		*into = append(*into, pageCacheMiB()-c0)
+	}
 	for r := 0; r < c.rounds; r++ {
 		order := testenv.Shuffled(small, c.seed+100+int64(r))
-		sides(r, func() { p.ref = append(p.ref, epoch(src, order)) }, func() {
+		sides(r, func() { grew(&cacheRef, func() { p.ref = append(p.ref, epoch(src, order)) }) }, func() {
 			tr, err := testenv.StartFuseTrace(mnt)
 			if err != nil {
 				t.Fatalf("%v", err)
 			}
 			c0, s0 := testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
-			p.mnt = append(p.mnt, epoch(mnt, order))
+			grew(&cacheMnt, func() { p.mnt = append(p.mnt, epoch(mnt, order)) })
 			c1, s1 := testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
 			got, err := tr.Stop()
 			if err != nil {
@@ -66,8 +73,21 @@ func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string,
 	p.notes = append(p.notes,
 		"drop_caches 1 (page cache only) before each side; the source and the cache dir are on the same disk",
 		fmt.Sprintf("per file, each round: daemon CPU µs %s; daemon context switches %s", measure.Join(cpuUS, "%.1f", " "), measure.Join(switches, "%.2f", " ")),
-		fmt.Sprintf("FUSE requests per file (kernel tracepoint), each round: %s", joinStrings(ops, "; ")))
+		fmt.Sprintf("FUSE requests per file (kernel tracepoint), each round: %s", joinStrings(ops, "; ")),
+		fmt.Sprintf("page cache grown by the epoch (MiB, /proc/meminfo Cached; the files hold %.0f MiB): direct %s, mount %s", float64(smallBytes)/(1<<20), measure.Join(cacheRef, "%.0f", " "), measure.Join(cacheMnt, "%.0f", " ")))
 	return p
+}
+
+// pageCacheMiB is the page cache's size (Cached in /proc/meminfo), MiB.
+func pageCacheMiB() float64 {
+	data, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cached:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 // dropPageCache drops the whole page cache (not dentries and inodes).
