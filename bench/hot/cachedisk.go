@@ -22,10 +22,16 @@ import (
 func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string, small []string, smallBytes int64, log func(string, ...any)) *pass {
 	p := &pass{name: fmt.Sprintf("1c. cache-disk epoch (page cache dropped), %d x %d B, %d readers", len(small), c.FileSize, readers),
 		unit: "files/s", target: 0.9, refName: "direct, page cache dropped"}
-	epoch := func(root string, order []string) float64 {
+	var cpuUS, switches, cacheRef, cacheMnt []float64
+	var ops []string
+	// epoch reads order under root from a dropped page cache, noting in
+	// grew how much the page cache grew by.
+	epoch := func(root string, order []string, grew *[]float64) float64 {
 		if err := dropPageCache(); err != nil {
 			t.Fatalf("%v", err)
 		}
+		c0 := pageCacheMiB()
+		defer func() { *grew = append(*grew, pageCacheMiB()-c0) }()
 		var n atomic.Int64
 		start := time.Now()
 		err := testenv.ReadAllInOrder(root, order, readers, func(_ string, data []byte) error {
@@ -41,22 +47,15 @@ func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string,
 		}
 		return float64(len(order)) / el.Seconds()
 	}
-	var cpuUS, switches, cacheRef, cacheMnt []float64
-	var ops []string
-	grew := func(into *[]float64, f func()) {
-		c0 := pageCacheMiB()
-		f()
-		*into = append(*into, pageCacheMiB()-c0)
-	}
 	for r := 0; r < c.rounds; r++ {
 		order := testenv.Shuffled(small, c.seed+100+int64(r))
-		sides(r, func() { grew(&cacheRef, func() { p.ref = append(p.ref, epoch(src, order)) }) }, func() {
+		sides(r, func() { p.ref = append(p.ref, epoch(src, order, &cacheRef)) }, func() {
 			tr, err := testenv.StartFuseTrace(mnt)
 			if err != nil {
 				t.Fatalf("%v", err)
 			}
 			c0, s0 := testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
-			grew(&cacheMnt, func() { p.mnt = append(p.mnt, epoch(mnt, order)) })
+			p.mnt = append(p.mnt, epoch(mnt, order, &cacheMnt))
 			c1, s1 := testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
 			got, err := tr.Stop()
 			if err != nil {
