@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -89,8 +91,11 @@ func pageCacheMiB() float64 {
 	return 0
 }
 
-// dropPageCache drops the whole page cache (not dentries and inodes).
+// dropPageCache writes back and drops the whole page cache (not dentries
+// and inodes): without the sync, the pages of a freshly written source
+// stay dirty, drop_caches leaves them, and the local side reads memory.
 func dropPageCache() error {
+	unix.Sync()
 	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0o200); err != nil {
 		return fmt.Errorf("drop the page cache (needs root): %w", err)
 	}
