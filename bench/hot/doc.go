@@ -19,13 +19,21 @@
 //     Target >= 0.9x. Per file on the mount's side: the FUSE requests by
 //     opcode (the kernel's fuse_request_send tracepoint, in a tracing
 //     instance of its own: testenv.FuseTrace), the daemon's context
-//     switches and its CPU.
+//     switches and its CPU, and how much the page cache grew on each
+//     side (one copy of the files, or two).
+//     1d. the same with each round's order declared (`dsmount order`)
+//     just before the mount's epoch. Target >= 1.0x.
 //  2. `dd if=FILE of=/dev/null bs=1M` of one --large-mib file, MB/s by dd's
 //     own clock, mount vs direct, both page caches warm. Target >= 0.95x.
 //     Also, for context, the mount with the file's page cache dropped first
 //     (posix_fadvise DONTNEED on a fd of the file through the mount, which
 //     leaves the source's and the daemon's cache file's pages alone), vs
-//     direct warm. The share of the file's pages resident as a fresh
+//     direct warm.
+//     2c. dd of the file with the whole page cache dropped (sync,
+//     drop_caches 1) before each read: the local file, the large file's
+//     own mount, and a mixed mount (the small files' dataset holds the
+//     same file, hard-linked, so its mount runs no-open and the daemon
+//     serves it). Target >= 0.9x for both mounts. The share of the file's pages resident as a fresh
 //     opener sees them (open, mmap, mincore) is reported before each.
 //  3. a real torch DataLoader (python/tests/bench_loader.py, --python):
 //     a Dataset of torch.frombuffer(file bytes), num_workers 4, batch 32,

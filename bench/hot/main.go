@@ -107,6 +107,14 @@ func Main(args []string) error {
 	if !c.skipLarge {
 		lp := benchenv.Generate(t, srcL, testenv.DatasetSpec{Seed: 12, LargeFiles: []int64{c.largeMiB << 20}})
 		large = lp[0]
+		// The same file in the small files' dataset too (a hard link: the
+		// same bytes), for pass 2c's mixed mount.
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(mixedLarge)), 0o755); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if err := os.Link(filepath.Join(srcL, large), filepath.Join(src, mixedLarge)); err != nil {
+			t.Fatalf("%v", err)
+		}
 	}
 	sort.Strings(small)
 	logger.Printf("dataset: %d files of %d B%s in %s, generated in %v", len(small), c.FileSize,
@@ -241,7 +249,11 @@ func Main(args []string) error {
 
 	// Pass 1c: the same epoch from the cache disk.
 	for _, n := range c.diskReaders {
-		passes = append(passes, cacheDiskPass(t, n, c, pid, src, mnt, small, smallBytes, logger.Printf))
+		passes = append(passes, cacheDiskPass(t, n, c, pid, src, mnt, small, smallBytes, "", work, logger.Printf))
+	}
+	// Pass 1d: the same, the order declared.
+	for _, n := range c.diskReaders {
+		passes = append(passes, cacheDiskPass(t, n, c, pid, src, mnt, small, smallBytes, bin, work, logger.Printf))
 	}
 
 	// Pass 2: dd of the large file.
@@ -299,6 +311,12 @@ func Main(args []string) error {
 		}
 		p2d.notes = append(p2d.notes, fmt.Sprintf("daemon CPU-s per dd (warm, dropped alternating): %s", measure.Join(dcpu, "%.3f", " ")))
 		passes = append(passes, p2, p2d)
+	}
+
+	// Pass 2c: dd from the cache disk, on the large file's mount and on
+	// the small files' (mixed) mount.
+	if large != "" {
+		passes = append(passes, cacheDiskDD(t, c, filepath.Join(srcL, large), filepath.Join(mntL, large), filepath.Join(mnt, mixedLarge), largeSize, largeFastPath, fastPath, pidL, pid, logger.Printf)...)
 	}
 
 	// Pass 3: a torch DataLoader.
