@@ -89,6 +89,11 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	mp := m.Dir()
 
 	smp := startSampler(metricsURL, c.sampleEvery)
+	trace, err := testenv.StartFuseTrace(mp)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	sw0 := testenv.ProcSwitches(m.Pid())
 	meter := measure.Start(e.Store, measure.Proc(m.Pid()))
 	start := time.Now()
 	var declTime time.Duration
@@ -115,9 +120,14 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 		printSlowReads(fmt.Sprintf("round %d: %s", round, name), rs)
 	}
 	usage := meter.Stop()
+	switches := testenv.ProcSwitches(m.Pid()) - sw0
+	ops, terr := trace.Stop()
 	inFlight := smp.finish()
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
+	}
+	if terr != nil {
+		t.Fatalf("%v", terr)
 	}
 	if rs.files != int64(len(order)) {
 		t.Fatalf("%s: read %d files, the order has %d", name, rs.files, len(order))
@@ -142,6 +152,8 @@ func epochPass(e *env, round int, name string, order []string, declare bool, wor
 	pc := percentiles(rs.lat, 50, 90, 99)
 	notes = append(notes, fmt.Sprintf("read mean %.2fms p50 %.2f p90 %.2f p99 %.2f", rs.readTime.Seconds()*1e3/float64(rs.files), pc[0], pc[1], pc[2]))
 	notes = append(notes, fmt.Sprintf("hits %d misses %d", st.Mount.Hits, st.Mount.Misses))
+	nf := float64(len(order))
+	notes = append(notes, fmt.Sprintf("per file: daemon %.0f µs CPU, %.1f switches; FUSE %s", usage.ProcCPU/nf*1e6, float64(switches)/nf, ops.PerFile(len(order))))
 	notes = append(notes, fmt.Sprintf("reads over %v by tenth of the order %v", slowRead, rs.slowAt))
 	for _, j := range st.Mount.Jobs {
 		notes = append(notes, fmt.Sprintf("job %s: read %d/%d prefetched %d prefetch_hits %d stalls %d window %d",
