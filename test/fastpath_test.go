@@ -39,23 +39,37 @@ func TestNoOpenHotReadsSkipTheDaemon(t *testing.T) {
 	if cold.Reads == 0 {
 		t.Fatal("the first pass reached the daemon with no read")
 	}
-	// A hot pass is served by the kernel. In about one full-suite run in
-	// twenty, under the load of the other packages' tests, one read of the
-	// pass after the cold one reached the daemon (a page the kernel let go
-	// of, or a readahead of the cold pass it did not keep); it was never
-	// seen running alone (50 runs). A pass after that must make none.
+	// A hot pass is served by the kernel: the daemon sees no read of a
+	// file whose pages the kernel still holds. In about one full-suite run
+	// in twenty, under the load of the other packages' tests, one read of
+	// the pass after the cold one reached the daemon; never seen running
+	// alone (50 runs), nor under induced memory pressure (8). Each pass
+	// first notes which files are not wholly resident (the kernel may let
+	// go of pages under memory pressure, which is not the daemon's doing):
+	// the pass may make one READ for each of those and none for any other.
+	// A read of a resident file fails the test, and so does a third pass
+	// that still reads: the reason is then logged.
 	before := cold.Reads
 	for pass := int64(2); ; pass++ {
+		var dropped []string
+		for _, p := range paths {
+			if f, err := testenv.Residency(mpPath(mp, p)); err != nil {
+				t.Fatal(err)
+			} else if f < 1 {
+				dropped = append(dropped, p)
+			}
+		}
 		testenv.CompareTree(t, src, mp, paths, 8, pass)
 		hot := testenv.Stats(t, dsmountBin, mp).Mount
-		if hot.Reads == before {
+		reads := hot.Reads - before
+		if reads == 0 {
 			break
 		}
-		if pass == 3 {
-			t.Errorf("hot pass %d in no-open mode made %d daemon reads; want none (the kernel serves it)", pass, hot.Reads-before)
+		if reads > int64(len(dropped)) || pass == 3 {
+			t.Errorf("hot pass %d in no-open mode made %d daemon reads; %d files were not wholly in the page cache before it (%.10q): want a read for each of those at most, and a later pass with none", pass, reads, len(dropped), dropped)
 			break
 		}
-		t.Logf("hot pass %d made %d daemon reads (of %d files); another pass must make none", pass, hot.Reads-before, len(paths))
+		t.Logf("hot pass %d made %d daemon reads, for files the kernel had let go of (%d: %.10q); another pass must make none", pass, reads, len(dropped), dropped)
 		before = hot.Reads
 	}
 

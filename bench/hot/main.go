@@ -277,11 +277,11 @@ func Main(args []string) error {
 		dcpu := []float64{}
 		for r := 0; r < c.rounds; r++ {
 			sides(r, func() {
-				f, _ := residency(srcLarge)
+				f, _ := testenv.Residency(srcLarge)
 				resSrc = append(resSrc, f)
 				p2.ref = append(p2.ref, ddRate(srcLarge))
 			}, func() {
-				f, err := residency(mntLarge)
+				f, err := testenv.Residency(mntLarge)
 				if err != nil {
 					logger.Printf("residency of %s: %v", mntLarge, err)
 				}
@@ -293,7 +293,7 @@ func Main(args []string) error {
 			if err := testenv.DropPageCache(mntLarge); err != nil {
 				t.Fatalf("fadvise DONTNEED through the mount: %v", err)
 			}
-			f, _ := residency(mntLarge)
+			f, _ := testenv.Residency(mntLarge)
 			resDropped = append(resDropped, f)
 			c0 := testenv.ProcCPU(pid)
 			p2d.mnt = append(p2d.mnt, ddRate(mntLarge))
