@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"hash/fnv"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,33 @@ type backgroundResult struct {
 // flags as given (less --daemon and -o, already applied) as a detached
 // daemon and waits for its report. Cancelling ctx (Ctrl-C) stops it.
 func startInBackground(ctx context.Context, cmd *cobra.Command, source, mountpoint, cacheDir string) (backgroundResult, error) {
+	res, err := startDaemonProcess(ctx, cmd, source, mountpoint, cacheDir, os.Getenv)
+	var silent silentExit
+	if errors.As(err, &silent) && silent.scoped && ctx.Err() == nil {
+		// systemd-run could not make the scope (no bus, say): start the
+		// daemon where this process is, as without systemd.
+		return startDaemonProcess(ctx, cmd, source, mountpoint, cacheDir, func(k string) string {
+			if k == noScopeEnv {
+				return "1"
+			}
+			return os.Getenv(k)
+		})
+	}
+	return res, err
+}
+
+// silentExit is a background daemon that ended without a word.
+type silentExit struct {
+	err    error
+	scoped bool // it was started through systemd-run
+}
+
+func (s silentExit) Error() string { return s.err.Error() }
+func (s silentExit) Unwrap() error { return s.err }
+
+// startDaemonProcess starts the background daemon once (see
+// startInBackground).
+func startDaemonProcess(ctx context.Context, cmd *cobra.Command, source, mountpoint, cacheDir string, getenv func(string) string) (backgroundResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return backgroundResult{}, fmt.Errorf("starting the daemon in the background: %w", err)
@@ -109,7 +137,8 @@ func startInBackground(ctx context.Context, cmd *cobra.Command, source, mountpoi
 		return backgroundResult{}, err
 	}
 	defer pr.Close()
-	child := exec.Command(exe, args...)
+	name, argv := daemonCommand(exe, args, cacheDir, exec.LookPath, getenv)
+	child := exec.Command(name, argv...)
 	child.Stdout, child.Stderr = logFile, logFile
 	child.ExtraFiles = []*os.File{pw} // fd 3
 	// Its settings are all in args: the environment's DSMOUNT_<FLAG>
@@ -147,5 +176,60 @@ func startInBackground(ctx context.Context, cmd *cobra.Command, source, mountpoi
 	if rerr != nil && rerr != io.EOF {
 		return backgroundResult{}, rerr
 	}
-	return backgroundResult{}, fmt.Errorf("the background daemon exited (%v) before the mount was ready; see %s", werr, logPath)
+	return backgroundResult{}, silentExit{fmt.Errorf("the background daemon exited (%v) before the mount was ready; see %s", werr, logPath), name != exe}
+}
+
+// daemonCommand is the command that starts the background daemon: exe
+// ARGS, or, inside a systemd unit (a .mount unit's mount.fuse3, say),
+// `systemd-run --scope` of it. The daemon serves every mount of its cache
+// dir, so it must not live in the cgroup of the unit that happened to
+// start it: stopping that unit would leave it there ("remains running
+// after unit stopped") while it serves the others' mounts. A scope of its
+// own (dsmount-daemon-<hash of the cache dir>-<pid>.scope) is its home
+// instead; systemd-run execs the daemon in it, so the readiness pipe
+// passes as it is.
+func daemonCommand(exe string, args []string, cacheDir string, lookPath func(string) (string, error), getenv func(string) string) (string, []string) {
+	if getenv(noScopeEnv) != "" || (getenv("INVOCATION_ID") == "" && !inUnitCgroup()) {
+		return exe, args
+	}
+	if _, err := os.Stat("/run/systemd/system"); err != nil {
+		return exe, args
+	}
+	// mount(8) runs its helpers with PATH cleared.
+	run, err := lookPath("systemd-run")
+	for _, p := range []string{"/usr/bin/systemd-run", "/bin/systemd-run"} {
+		if err == nil {
+			break
+		}
+		if st, serr := os.Stat(p); serr == nil && st.Mode().IsRegular() {
+			run, err = p, nil
+		}
+	}
+	if err != nil {
+		return exe, args
+	}
+	h := fnv.New32a()
+	h.Write([]byte(cacheDir))
+	unit := fmt.Sprintf("dsmount-daemon-%08x-%d", h.Sum32(), os.Getpid())
+	return run, append([]string{"--scope", "--quiet", "--collect", "--unit", unit, "--description", "dsmount daemon of " + cacheDir, "--", exe}, args...)
+}
+
+// noScopeEnv, set, keeps the daemon in the starter's cgroup (a retry after
+// systemd-run failed).
+const noScopeEnv = "DSMOUNT_NO_SCOPE"
+
+// inUnitCgroup says whether this process is in a systemd service's or
+// mount's cgroup (its unified hierarchy path ends in .service or .mount):
+// mount(8) gives its helpers a cleaned environment, without INVOCATION_ID.
+func inUnitCgroup() bool {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			return strings.HasSuffix(path, ".service") || strings.HasSuffix(path, ".mount")
+		}
+	}
+	return false
 }

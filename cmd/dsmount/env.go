@@ -34,7 +34,7 @@ var notFromEnv = []string{"help", "version", "options"}
 // the variables of dsmount's own test and bench tooling. They get no
 // warning.
 var otherEnvNames = []string{
-	"DSMOUNT_SOURCE", readyFDEnv, "DSMOUNT_CPUPROFILE", "DSMOUNT_HEAPPROFILE", "DSMOUNT_TRACE_DIR",
+	"DSMOUNT_SOURCE", readyFDEnv, noScopeEnv, "DSMOUNT_CPUPROFILE", "DSMOUNT_HEAPPROFILE", "DSMOUNT_TRACE_DIR",
 	"DSMOUNT_BIN", "DSMOUNT_MINIO", "DSMOUNT_TOXIPROXY", "DSMOUNT_PROTOCOL_SPEC", "DSMOUNT_PROTOCOL_OUT",
 	"DSMOUNT_BENCH_COLD", "DSMOUNT_BENCH_RECORDS", "DSMOUNT_BENCH_LIST_KEYS", "DSMOUNT_TEST_GENS3_CHILD",
 }

@@ -910,7 +910,7 @@ else
 	t1=$SECONDS
 	if boot; then
 		report PASS reboot-boot "shut down in ${down}s (nspawn status $nspawn_rc), booted again in $((SECONDS - t1))s: init pid $old_init -> $INIT_PID, system $BOOT_STATE"
-		scenario "after the reboot" 90 "reboot-unit reboot-fstab" "$(
+		scenario "after the reboot" 90 "reboot-unit reboot-fstab reboot-fstab-scope" "$(
 			cat <<'EOF'
 u=$(U /mnt/data)
 wait_until 30 is_active "$u"
@@ -935,11 +935,21 @@ fi
 # says when the mount goes while the daemon still runs.
 cg=$(prop mnt-fst.mount ControlGroup)
 echo "mnt-fst.mount's cgroup ${cg:-(none)} holds: $(cat "/sys/fs/cgroup/unified$cg/cgroup.procs" 2>/dev/null | while read -r p; do printf '%s(%s) ' "$p" "$(cat /proc/$p/comm 2>/dev/null)"; done)"
+dpid=$(dsmount stats /mnt/fst --json 2>/dev/null | grep -o '"daemon_pid":[0-9]*' | cut -d: -f2)
+dcg=$(grep -m1 '^0::' "/proc/$dpid/cgroup" 2>/dev/null | cut -d: -f3)
 c=$(cursor)
 timeout 20 umount /mnt/fst
 echo "umount /mnt/fst: rc $?"
 sleep 2
 jsince "$c" | grep -E 'mnt-fst|dsmount' | sed 's/^/    journal: /'
+# The daemon a .mount unit's mount.fuse3 started lives in a scope of its
+# own, not in the mount unit's cgroup: it serves every mount of its cache
+# dir, and stopping that unit must not leave it there.
+if [[ $dcg == *dsmount-daemon-*.scope ]] && ! jsince "$c" | grep -q 'remains running after unit stopped'; then
+	ok reboot-fstab-scope "the fstab mount's daemon (pid $dpid) ran in $dcg; no 'remains running' at umount"
+else
+	bad reboot-fstab-scope "the fstab mount's daemon (pid ${dpid:-?}) ran in '${dcg:-?}'$(jsince "$c" | grep -q 'remains running' && echo '; systemd logged remains running after unit stopped')"
+fi
 EOF
 		)"
 	else
