@@ -2,10 +2,10 @@ package main
 
 import (
 	"bufio"
-	"hash/fnv"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"os/exec"
