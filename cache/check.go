@@ -62,24 +62,24 @@ func (c *Cache) readChecked(o *object, idx int, dst []byte, inner int64) bool {
 		return false
 	}
 	chunkOff := int64(idx) * o.meta.ChunkSize
-	var buf []byte
+	n := to - from
+	// Read into dst where it is the span itself (a small file read at
+	// once), else into a buffer of the span; a packed object's span with
+	// O_DIRECT, into a page-aligned buffer of its own.
+	buf, own := dst, from != inner || to != inner+int64(len(dst))
 	var err error
-	own, direct := true, false
+	direct := false
 	if sl := o.loc.Load(); sl != nil {
-		// A packed object: read with O_DIRECT into a buffer of its own.
-		buf = c.bufs.getPooled(int(alignUp(to - from)))
-		defer c.bufs.put(buf)
-		direct, err = sl.readDirect(buf, chunkOff+from, int(to-from))
-		buf = buf[:to-from]
+		aligned := c.bufs.getPooled(int(alignUp(n)))
+		defer c.bufs.put(aligned)
+		if direct, err = sl.readDirect(aligned, chunkOff+from, int(n)); direct {
+			buf, own = aligned[:n], true
+		}
 	}
 	if !direct {
-		// Read into dst where it is the span itself (a small file read at
-		// once), else into a buffer of the span.
-		if own = from != inner || to != inner+int64(len(dst)); own && buf == nil {
-			buf = c.bufs.get(int(to - from))
+		if own {
+			buf = c.bufs.get(int(n))
 			defer c.bufs.put(buf)
-		} else if !own {
-			buf = dst
 		}
 		err = o.readAt(buf, chunkOff+from)
 	}

@@ -345,13 +345,12 @@ func (p *pack) directFile() *os.File {
 // bytes come from the disk into buf, with no copy in the page cache
 // (where the mount's own pages of the file would keep a second one) and
 // no readahead of the slots around it. off must be aligned. False where
-// the pack can't be read that way; the caller reads it buffered.
+// the pack can't be read that way (the filesystem refuses O_DIRECT, or
+// the pack is missing): the caller reads it buffered, which reports a
+// missing pack.
 func (sl slot) readDirect(buf []byte, off int64, n int) (bool, error) {
 	if off%directAlign != 0 || len(buf) < int(alignUp(int64(n))) || uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%directAlign != 0 {
 		return false, nil
-	}
-	if _, err := sl.p.file(); err != nil {
-		return true, err // missing: the caller refetches
 	}
 	f := sl.p.directFile()
 	if f == nil {

@@ -6,10 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/bench/internal/measure"
 	"github.com/dsmount/dsmount/test/testenv"
@@ -24,7 +21,7 @@ import (
 // tracepoint), and the daemon's context switches and CPU, per file.
 //
 // With bin set, the mount's side declares each round's order first
-// (`bin order MNT --job bench-1c --epoch R`), and ends the job after.
+// (`bin order MNT --job bench-1d --epoch R`), and ends the job after.
 func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string, small []string, smallBytes int64, bin, work string, log func(string, ...any)) *pass {
 	p := &pass{name: fmt.Sprintf("1c. cache-disk epoch (page cache dropped), %d x %d B, %d readers", len(small), c.FileSize, readers),
 		unit: "files/s", target: 0.9, refName: "direct, page cache dropped"}
@@ -49,25 +46,12 @@ func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string,
 	// epoch reads order under root from a dropped page cache, noting in
 	// grew how much the page cache grew by.
 	epoch := func(root string, order []string, grew *[]float64) float64 {
-		if err := dropPageCache(); err != nil {
+		if err := testenv.DropPages(); err != nil {
 			t.Fatalf("%v", err)
 		}
 		c0 := pageCacheMiB()
 		defer func() { *grew = append(*grew, pageCacheMiB()-c0) }()
-		var n atomic.Int64
-		start := time.Now()
-		err := testenv.ReadAllInOrder(root, order, readers, func(_ string, data []byte) error {
-			n.Add(int64(len(data)))
-			return nil
-		})
-		el := time.Since(start)
-		if err != nil {
-			t.Fatalf("cache-disk epoch over %s: %v", root, err)
-		}
-		if n.Load() != smallBytes {
-			t.Fatalf("cache-disk epoch over %s read %d bytes; the files hold %d", root, n.Load(), smallBytes)
-		}
-		return float64(len(order)) / el.Seconds()
+		return epochRate(t, "cache-disk epoch", root, order, readers, smallBytes)
 	}
 	for r := 0; r < c.rounds; r++ {
 		order := testenv.Shuffled(small, c.seed+100+int64(r))
@@ -101,7 +85,7 @@ func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string,
 	p.notes = append(p.notes,
 		"sync and drop_caches 1 (page cache only) before each side; the source and the cache dir are on the same disk",
 		fmt.Sprintf("per file, each round: daemon CPU µs %s; daemon context switches %s", measure.Join(cpuUS, "%.1f", " "), measure.Join(switches, "%.2f", " ")),
-		fmt.Sprintf("FUSE requests per file (kernel tracepoint), each round: %s", joinStrings(ops, "; ")),
+		fmt.Sprintf("FUSE requests per file (kernel tracepoint), each round: %s", strings.Join(ops, "; ")),
 		fmt.Sprintf("page cache grown by the epoch (MiB, /proc/meminfo Cached; the files hold %.0f MiB): direct %s, mount %s", float64(smallBytes)/(1<<20), measure.Join(cacheRef, "%.0f", " "), measure.Join(cacheMnt, "%.0f", " ")))
 	return p
 }
@@ -118,28 +102,6 @@ func pageCacheMiB() float64 {
 	return 0
 }
 
-// dropPageCache writes back and drops the whole page cache (not dentries
-// and inodes): without the sync, the pages of a freshly written source
-// stay dirty, drop_caches leaves them, and the local side reads memory.
-func dropPageCache() error {
-	unix.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0o200); err != nil {
-		return fmt.Errorf("drop the page cache (needs root): %w", err)
-	}
-	return nil
-}
-
-func joinStrings(v []string, sep string) string {
-	out := ""
-	for i, s := range v {
-		if i > 0 {
-			out += sep
-		}
-		out += s
-	}
-	return out
-}
-
 // mixedLarge is where the large file also lies in the small files'
 // dataset: a mount of mostly small files (no-open) with one large file.
 const mixedLarge = "mixed/large.bin"
@@ -151,7 +113,7 @@ const mixedLarge = "mixed/large.bin"
 // against the local dd of the same round.
 func cacheDiskDD(t testenv.T, c config, local, largeMnt, mixedMnt string, size int64, largeFP, mixedFP string, pidL, pid int, log func(string, ...any)) []*pass {
 	dd := func(file string) float64 {
-		if err := dropPageCache(); err != nil {
+		if err := testenv.DropPages(); err != nil {
 			t.Fatalf("%v", err)
 		}
 		n, sec, _, err := testenv.DD(file)

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/dsmount/dsmount/bench/internal/benchenv"
@@ -224,20 +223,7 @@ func Main(args []string) error {
 	p1 := &pass{name: fmt.Sprintf("1. hot epoch, %d x %d B, %d readers", len(small), c.FileSize, c.readers),
 		unit: "files/s", target: 0.9, refName: "direct"}
 	epoch := func(root string, order []string) float64 {
-		var n atomic.Int64
-		start := time.Now()
-		err := testenv.ReadAllInOrder(root, order, c.readers, func(_ string, data []byte) error {
-			n.Add(int64(len(data)))
-			return nil
-		})
-		el := time.Since(start)
-		if err != nil {
-			t.Fatalf("hot epoch over %s: %v", root, err)
-		}
-		if n.Load() != smallBytes {
-			t.Fatalf("hot epoch over %s read %d bytes; the files hold %d", root, n.Load(), smallBytes)
-		}
-		return float64(len(order)) / el.Seconds()
+		return epochRate(t, "hot epoch", root, order, c.readers, smallBytes)
 	}
 	for r := 0; r < c.rounds; r++ {
 		order := testenv.Shuffled(small, c.seed+int64(r))

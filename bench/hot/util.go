@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dsmount/dsmount/bench/internal/measure"
@@ -159,4 +160,24 @@ func shellQuote(s string) string {
 
 func writeList(path string, paths []string) error {
 	return os.WriteFile(path, []byte(strings.Join(paths, "\n")+"\n"), 0o644)
+}
+
+// epochRate reads every file of order under root once, readers at a time
+// (testenv.ReadAllInOrder), and returns the files/s; the bytes read must
+// add up to want. what names the pass in a failure.
+func epochRate(t testenv.T, what, root string, order []string, readers int, want int64) float64 {
+	var n atomic.Int64
+	start := time.Now()
+	err := testenv.ReadAllInOrder(root, order, readers, func(_ string, data []byte) error {
+		n.Add(int64(len(data)))
+		return nil
+	})
+	el := time.Since(start)
+	if err != nil {
+		t.Fatalf("%s over %s: %v", what, root, err)
+	}
+	if n.Load() != want {
+		t.Fatalf("%s over %s read %d bytes; the files hold %d", what, root, n.Load(), want)
+	}
+	return float64(len(order)) / el.Seconds()
 }

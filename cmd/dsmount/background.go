@@ -195,23 +195,29 @@ func daemonCommand(exe string, args []string, cacheDir string, lookPath func(str
 	if _, err := os.Stat("/run/systemd/system"); err != nil {
 		return exe, args
 	}
-	// mount(8) runs its helpers with PATH cleared.
-	run, err := lookPath("systemd-run")
-	for _, p := range []string{"/usr/bin/systemd-run", "/bin/systemd-run"} {
-		if err == nil {
-			break
-		}
-		if st, serr := os.Stat(p); serr == nil && st.Mode().IsRegular() {
-			run, err = p, nil
-		}
-	}
-	if err != nil {
+	run := systemdRun(lookPath)
+	if run == "" {
 		return exe, args
 	}
 	h := fnv.New32a()
 	h.Write([]byte(cacheDir))
 	unit := fmt.Sprintf("dsmount-daemon-%08x-%d", h.Sum32(), os.Getpid())
 	return run, append([]string{"--scope", "--quiet", "--collect", "--unit", unit, "--description", "dsmount daemon of " + cacheDir, "--", exe}, args...)
+}
+
+// systemdRun finds systemd-run on PATH or, since mount(8) runs its
+// helpers with PATH cleared, where Debian and others install it; "" if
+// nowhere.
+func systemdRun(lookPath func(string) (string, error)) string {
+	if p, err := lookPath("systemd-run"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/bin/systemd-run", "/bin/systemd-run"} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
 }
 
 // noScopeEnv, set, keeps the daemon in the starter's cgroup (a retry after

@@ -59,10 +59,19 @@ func setFrom(cmd *cobra.Command, f *pflag.Flag, v, origin string) error {
 // flagOrigin names where flag's value came from, for messages: its
 // variable, its mount option, or --flag.
 func flagOrigin(cmd *cobra.Command, flag string) string {
-	if f := cmd.Flags().Lookup(flag); f != nil && len(f.Annotations[originAnnotation]) > 0 {
-		return f.Annotations[originAnnotation][0]
+	if origin, ok := setElsewhere(cmd.Flags().Lookup(flag)); ok {
+		return origin
 	}
 	return "--" + flag
+}
+
+// setElsewhere is where f's value came from when not the command line
+// (setFrom); false for the command line or a default.
+func setElsewhere(f *pflag.Flag) (string, bool) {
+	if f == nil || len(f.Annotations[originAnnotation]) == 0 {
+		return "", false
+	}
+	return f.Annotations[originAnnotation][0], true
 }
 
 // applyEnv sets each of cmd's flags that the command line left unset from

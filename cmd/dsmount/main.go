@@ -52,10 +52,11 @@ func withOrigin(cmd *cobra.Command, err error) string {
 		return err.Error()
 	}
 	f := cmd.Flags().Lookup(fe.flag)
-	if f == nil || len(f.Annotations[originAnnotation]) == 0 {
+	origin, ok := setElsewhere(f)
+	if !ok {
 		return err.Error()
 	}
-	return fmt.Sprintf("%s=%q: %v", f.Annotations[originAnnotation][0], f.Value.String(), fe.err)
+	return fmt.Sprintf("%s=%q: %v", origin, f.Value.String(), fe.err)
 }
 
 func main() {

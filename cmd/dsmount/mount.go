@@ -322,19 +322,18 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		req.Policy = f.policy
 	}
 	// A systemd service's main process ($NOTIFY_SOCKET) stays in the
-	// foreground: systemd tracks it, and takes READY=1 from it alone.
-	if f.background && os.Getenv("NOTIFY_SOCKET") != "" && !ready.child() {
+	// foreground, whether it becomes the daemon or joins one: systemd
+	// tracks it, takes READY=1 from it alone, and stopping it unmounts.
+	serviceMain := os.Getenv("NOTIFY_SOCKET") != "" && !ready.child()
+	if f.background && serviceMain {
 		log.Warn("--daemon ignored: a systemd service's dsmount (Type=notify) stays in the foreground as the service's main process", "setting", flagOrigin(cmd, "daemon"))
 		f.background = false
 	}
 	// Join the daemon of this cache dir if one runs, with this shell's
-	// keys if it has any. The main process of a systemd service
-	// ($NOTIFY_SOCKET) holds its mount: it stays as long as the mount, as
-	// one that became the daemon does, so that systemd tracks it and
-	// stopping the service unmounts it.
+	// keys if it has any; a service's main process holds its mount.
 	joinReq := req
 	joinReq.Credentials = envCredentials(req.Source, req.Anonymous, os.LookupEnv)
-	joinReq.Hold = !f.background && !ready.child() && os.Getenv("NOTIFY_SOCKET") != ""
+	joinReq.Hold = serviceMain
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	joinedDaemon := func(reply control.MountReply, held *daemon.Held, err error) error {

@@ -73,9 +73,17 @@ func RecycleMemory(n int64) (time.Duration, error) {
 
 // DropCaches syncs and drops the whole page cache, dentries and inodes
 // (drop_caches 3): a cold pass's starting point. Needs root.
-func DropCaches() error {
+func DropCaches() error { return dropCaches("3") }
+
+// DropPages syncs and drops the whole page cache, keeping dentries and
+// inodes (drop_caches 1): a node that keeps reading one tree, its data
+// larger than its memory. Without the sync, the pages of files just
+// written stay dirty, and drop_caches leaves them. Needs root.
+func DropPages() error { return dropCaches("1") }
+
+func dropCaches(level string) error {
 	unix.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200); err != nil {
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte(level), 0o200); err != nil {
 		return fmt.Errorf("drop caches (needs root): %w", err)
 	}
 	return nil
