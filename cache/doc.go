@@ -66,6 +66,15 @@
 // before check blocks carries one CRC32C for the whole chunk and is read
 // and checked whole.
 //
+// A Batch (batch.go) reads many cached small objects at once with Linux
+// AIO, for a caller that moves cached bytes elsewhere (the file system's
+// push into the kernel's page cache). Its reads are checked as readChecked's
+// are, after the read, and the slot read must still be the object's when
+// it finishes (a slot freed by a drop or eviction meanwhile may hold
+// anything): otherwise the read reports ErrNotCached, and a failed check
+// drops the chunk. Source.ReadCached is the one-at-a-time twin that never
+// fetches.
+//
 // Under FUSE passthrough the kernel reads a wholly cached object's cache
 // file itself, with no check. Before a file is handed over, every chunk of
 // it is checked, and the file's identity and state (fileStamp: device,
@@ -164,7 +173,9 @@
 // of its bytes in flight: the backend's progress reports for the flight it
 // starts reach it as they come in. Source.ObjectID names an object version
 // as the Policy sees it, Source.Cached says whether it is wholly cached,
-// Source.OpenCached opens its checked cache file for passthrough. Policy decides admission and
+// Source.OpenCached opens its checked cache file for passthrough, and
+// Source.ReadCached and Source.NewBatch read cached bytes without ever
+// fetching (pushes). Policy decides admission and
 // victims, so the order-aware policy plugs in without touching the read
 // path.
 //

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"time"
@@ -138,4 +139,41 @@ func stampOf(sx *unix.Statx_t) (fileStamp, error) {
 		st.btime = sx.Btime
 	}
 	return st, nil
+}
+
+// ReadCached fills p with obj's bytes at off from the cache alone, each
+// chunk read and checked as a read's would be, and never fetches:
+// ErrNotCached if a chunk p touches is not cached (or fails its check,
+// which drops it). Where a read would wait on the store, a caller that
+// only wants to move cached bytes somewhere (the file system's push into
+// the kernel's page cache) stops instead.
+func (s *Source) ReadCached(obj backend.Object, p []byte, off int64) (int, error) {
+	if off < 0 || off > obj.Size {
+		return 0, fmt.Errorf("cache: offset %d outside object of %d bytes", off, obj.Size)
+	}
+	p = p[:min(int64(len(p)), obj.Size-off)]
+	c := s.c
+	meta := metaOf(s.id, obj, c.chunkSize)
+	o, err := c.existing(meta)
+	if err != nil {
+		return 0, err
+	}
+	if o == nil {
+		return 0, ErrNotCached
+	}
+	n := 0
+	for n < len(p) {
+		pos := off + int64(n)
+		idx := int(pos / c.chunkSize)
+		inner := pos - int64(idx)*c.chunkSize
+		want := int(min(int64(len(p)-n), meta.chunkLen(idx)-inner))
+		if !c.readChecked(o, idx, p[n:n+want], inner) {
+			return n, ErrNotCached
+		}
+		n += want
+	}
+	c.stats.hit(n)
+	s.stats.hit(n)
+	c.touched(o)
+	return n, nil
 }
