@@ -56,6 +56,11 @@ type Source interface {
 	// OpenCached opens a wholly cached object's cache file, for a
 	// passthrough open (cache.ErrNotCached otherwise).
 	OpenCached(obj backend.Object) (*os.File, error)
+	// ReadCached reads cached bytes only (cache.ErrNotCached where a
+	// read would fetch): what a push into the page cache sends (push.go).
+	ReadCached(obj backend.Object, p []byte, off int64) (int, error)
+	// NewBatch reads many cached small files at once, for pushes.
+	NewBatch(depth int, maxSize int64) (*cache.Batch, error)
 	// CachedBytes, NumChunks, ChunkLen, ChunkCached and Warm serve the
 	// control entry's warm: its plan, then a fetch of each chunk not
 	// cached, through the same flights as reads.

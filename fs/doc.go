@@ -10,9 +10,9 @@
 //   - Cache: ChunkSize, Dir (the passthrough probe), Capacity and Used
 //     (warm plans);
 //   - Source: Backend, ReadAt and ReadAtStream (the read path),
-//     PrefetchWatched, ObjectID, OpenCached (passthrough), CachedBytes,
-//     NumChunks, ChunkLen, ChunkCached and Warm (the control entry's
-//     warm), Stats;
+//     PrefetchWatched, ObjectID, OpenCached (passthrough), ReadCached
+//     and NewBatch (pushes), CachedBytes, NumChunks, ChunkLen,
+//     ChunkCached and Warm (the control entry's warm), Stats;
 //   - Readahead (optional): Declare and End (orders), Jobs (stats),
 //     Observe (every read, before it is served).
 //
@@ -88,6 +88,19 @@
 // readahead.Streams that every mount on the cache shares
 // (Config.Streams), and a read it takes for part of a stream is served by
 // Source.ReadAtStream.
+//
+// # Push
+//
+// A mount is its declarations' readahead.Pusher (push.go): one goroutine
+// per mount, started by the first Push and stopped by Close, reads the
+// files it is handed from the cache disk in batches (cache.Batch) and
+// stores each into its inode's page cache (FUSE_NOTIFY_STORE), on a
+// thread of its own at a raised priority. known holds the files whose
+// inodes the kernel holds (LOOKUP to FORGET, under its own mutex); a
+// file it doesn't hold, one not wholly cached, an empty or large one,
+// and every file of a passthrough mount are not pushed. The daemon
+// calls Close after the mount's server ended and before its Source
+// closes.
 //
 // # Errors
 //

@@ -91,6 +91,11 @@ type Mount struct {
 	sessions atomic.Uint64 // control sessions created, for their inode numbers
 
 	tables tables // path tables of declarations by index (table.go)
+	// known holds the files whose inodes the kernel holds (push.go);
+	// pushed counts the files pushed into its page cache.
+	known  known
+	pushed atomic.Int64
+	push   pusher
 
 	sessMu     sync.Mutex
 	sessionsOf map[uint32]int // control sessions open, by user

@@ -49,22 +49,23 @@ func (m *Mount) newNode(e entry) *node {
 }
 
 var (
-	_ gofs.NodeLookuper  = (*node)(nil)
-	_ gofs.NodeReaddirer = (*node)(nil)
-	_ gofs.NodeGetattrer = (*node)(nil)
-	_ gofs.NodeOpener    = (*node)(nil)
-	_ gofs.NodeReader    = (*node)(nil)
-	_ gofs.NodeSetattrer = (*node)(nil)
-	_ gofs.NodeCreater   = (*node)(nil)
-	_ gofs.NodeMkdirer   = (*node)(nil)
-	_ gofs.NodeMknoder   = (*node)(nil)
-	_ gofs.NodeUnlinker  = (*node)(nil)
-	_ gofs.NodeRmdirer   = (*node)(nil)
-	_ gofs.NodeRenamer   = (*node)(nil)
-	_ gofs.NodeSymlinker = (*node)(nil)
-	_ gofs.NodeLinker    = (*node)(nil)
-	_ gofs.NodeWriter    = (*node)(nil)
-	_ gofs.NodeFlusher   = (*node)(nil)
+	_ gofs.NodeLookuper    = (*node)(nil)
+	_ gofs.NodeReaddirer   = (*node)(nil)
+	_ gofs.NodeGetattrer   = (*node)(nil)
+	_ gofs.NodeOpener      = (*node)(nil)
+	_ gofs.NodeReader      = (*node)(nil)
+	_ gofs.NodeSetattrer   = (*node)(nil)
+	_ gofs.NodeCreater     = (*node)(nil)
+	_ gofs.NodeMkdirer     = (*node)(nil)
+	_ gofs.NodeMknoder     = (*node)(nil)
+	_ gofs.NodeUnlinker    = (*node)(nil)
+	_ gofs.NodeRmdirer     = (*node)(nil)
+	_ gofs.NodeRenamer     = (*node)(nil)
+	_ gofs.NodeSymlinker   = (*node)(nil)
+	_ gofs.NodeLinker      = (*node)(nil)
+	_ gofs.NodeWriter      = (*node)(nil)
+	_ gofs.NodeFlusher     = (*node)(nil)
+	_ gofs.NodeOnForgetter = (*node)(nil)
 
 	_ gofs.NodeOpendirHandler = (*node)(nil)
 )
@@ -142,7 +143,11 @@ func (n *node) child(ctx context.Context, name string, out *fuse.EntryOut) (*gof
 		mode = fuse.S_IFDIR
 	}
 	// NewInode returns the existing inode when this Ino is already known.
-	return n.NewInode(ctx, child, gofs.StableAttr{Mode: mode, Ino: n.m.tree.ino(c)}), 0
+	in := n.NewInode(ctx, child, gofs.StableAttr{Mode: mode, Ino: n.m.tree.ino(c)})
+	if !c.isDir() && in.Operations() == gofs.InodeEmbedder(child) {
+		n.m.known.add(child)
+	}
+	return in, 0
 }
 
 func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {

@@ -118,7 +118,7 @@ func (m *Mount) order(ctx context.Context, req control.Request, c Caller, emit f
 	} else if req.Anonymous {
 		pid = 0
 	}
-	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, Objects: m.tree, PID: max(pid, 0),
+	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, Objects: m.tree, Pusher: m, PID: max(pid, 0),
 		Owner: c.UID, Override: c.Privileged})
 	if err != nil {
 		fail(fmt.Errorf("order: job %q: %w", req.Job, err))

@@ -62,6 +62,20 @@
 // sent Parallel GETs at once, each on a new connection, made the readers'
 // first items wait for all of them.
 //
+// # Push
+//
+// A declaration may carry a Pusher (the file system's). The files of the
+// job's order from its furthest read on, pushBytes ahead, are handed to
+// it as the scheduler fills windows: it reads them from the cache and
+// stores them into the kernel's page cache, so the readers' reads of
+// them never reach the daemon. Every pushEvery-th position is left for
+// the readers to read through the daemon: those reads are what moves the
+// job's furthest read, and the push window with it (a pushed file's
+// read is never seen). A pushed position passed unseen says nothing of
+// how long the page cache keeps what was served, so the page-cache model
+// takes no sample from it. Pusher.Push takes a callback it calls later
+// from its own goroutine; the callback takes Registry.mu.
+//
 // # Large files
 //
 // A Sequential, one per file bigger than a chunk, detects sequential

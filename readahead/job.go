@@ -145,6 +145,8 @@ type job struct {
 	refusedAt     int
 	evictedNeeded int64
 	window        int
+
+	push pushes
 }
 
 // distance is how many of its items the job reads, from its furthest
@@ -182,7 +184,7 @@ func (j *job) distance(id cache.ObjectID) (int64, bool) {
 // consumed.
 // unseen, if not nil, is told of each position counted as read without a
 // read of it having reached the daemon.
-func (j *job) markRead(p int, unseen func(*job, Item) uint8, undo func(*job, Item, uint8)) {
+func (j *job) markRead(p int, unseen func(*job, int) uint8, undo func(*job, Item, uint8)) {
 	if m := j.late[p]; m != 0 {
 		// A read the lag had given up on: the readers spread further
 		// than learnt. It counts as the job's read, widens the lag, and
@@ -208,7 +210,7 @@ func (j *job) markRead(p int, unseen func(*job, Item) uint8, undo func(*job, Ite
 				j.read[q], j.late[q] = true, lateFlag
 				j.nread++
 				if unseen != nil {
-					j.late[q] |= unseen(j, j.cur.items[q])
+					j.late[q] |= unseen(j, q)
 				}
 			}
 		}
@@ -271,6 +273,7 @@ func (j *job) start(o *order, now time.Time) {
 	// one's: a few stalls once must not hold the lag wide for good.
 	j.spread /= 2
 	j.frontier, j.nread, j.scan, j.head, j.epochStalls = 0, 0, 0, -1, 0
+	j.push.reset(len(o.items))
 	// Items fetched ahead from the order that is now current stay
 	// counted (prefetch of the next epoch).
 	kept := make(map[cache.ObjectID]struct{})
@@ -341,6 +344,9 @@ type JobStats struct {
 	AdmissionsRefused int64   `json:"admissions_refused"`
 	EvictedInWindow   int64   `json:"evicted_in_window"`
 	IdleSeconds       float64 `json:"idle_seconds"`
+	// Pushed counts the files put into the kernel's page cache ahead of
+	// the readers (push.go), all epochs.
+	Pushed int64 `json:"pushed"`
 	// StallHistogram counts the stalls whose time StallSeconds sums, by
 	// how long each took (the daemon's metrics; not in the stats JSON).
 	StallHistogram StallHistogram `json:"-"`
@@ -354,6 +360,7 @@ func (j *job) stats(now time.Time) JobStats {
 		IdleSeconds:  now.Sub(j.lastActive).Seconds(),
 		StallSeconds: j.stallTime.Seconds(), StallHistogram: j.stallHist, PrefetchEvicted: j.prefetchEvicted,
 		PrefetchUnseen: j.prefetchUnseen, AdmissionsRefused: j.refused, EvictedInWindow: j.evictedNeeded,
+		Pushed: j.push.count,
 	}
 	if j.nread > 0 {
 		s.HitRate = 1 - float64(j.epochStalls)/float64(j.nread)

@@ -18,7 +18,7 @@ func TestLateReadStillCounts(t *testing.T) {
 	}
 	j := &job{}
 	j.start(newOrder(0, items, sized(1)), time.Unix(1000, 0))
-	passed := func(j *job, it Item) uint8 { return lateFetched | 5 }
+	passed := func(j *job, p int) uint8 { return lateFetched | 5 }
 	for p := 1; p <= spreadEvidence+200; p++ { // position 0 left to a slow reader
 		j.markRead(p, passed, nil)
 	}

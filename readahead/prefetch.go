@@ -222,6 +222,7 @@ func (r *Registry) fill() (active bool) {
 		r.pf.ramp = min(rampStart, r.cfg.Parallel, max(r.pf.ssthresh, rampStart))
 	}
 	r.watchThrottle(now)
+	r.queuePushes()
 	free := min(r.pf.ramp-r.pf.running, writesPerFetch*r.cfg.Parallel-len(r.pf.inflight))
 	if free <= 0 || !active {
 		r.mu.Unlock()

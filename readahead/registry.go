@@ -71,6 +71,9 @@ type Config struct {
 	// prefetches regardless (a chunk the cache doesn't keep still reaches
 	// its reader through the staging area).
 	PolicyInstalled bool
+	// NoPush turns off pushing declared jobs' cached files into the
+	// kernel's page cache (push.go).
+	NoPush bool
 }
 
 // Registry holds the declared jobs of every mount sharing one cache, runs
@@ -184,6 +187,9 @@ type Declaration struct {
 	Next    []Item
 	// Objects resolves the items' references.
 	Objects Objects
+	// Pusher, if set, puts the order's cached files into the kernel's
+	// page cache ahead of the readers (push.go).
+	Pusher Pusher
 	// PID is the declaring process, if known: reads by it and its
 	// descendants (loader workers) are attributed to this job alone.
 	PID int
@@ -251,6 +257,7 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 	} else {
 		curOrder = newOrder(d.Epoch, cur, d.Objects)
 	}
+	j.push.pusher = d.Pusher
 	j.start(curOrder, now)
 	j.pid = d.PID
 	j.anyReader = d.Override
@@ -432,8 +439,14 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 	if nearest != nil && nearest.wants(id) {
 		matched = append(matched, nearest)
 	}
-	unseen := func(j *job, it Item) uint8 {
-		m := r.pc.passedUnseen(it.ID, now, j.epochStart)
+	unseen := func(j *job, q int) uint8 {
+		it := j.cur.items[q]
+		// A pushed file was passed unseen because it was pushed: it says
+		// nothing of how long the page cache keeps what was served.
+		var m uint8
+		if !j.push.pushed(q) {
+			m = r.pc.passedUnseen(it.ID, now, j.epochStart)
+		}
 		if _, ahead := j.fetchedAhead[it.ID]; ahead {
 			j.prefetchUnseen++
 			delete(j.fetchedAhead, it.ID)

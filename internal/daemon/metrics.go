@@ -146,6 +146,7 @@ var jobMetrics = []struct {
 	{"dsmount_job_prefetch_page_cached_total", "Files fetched ahead of the job that its readers then got from the kernel's page cache.", counter, func(j readahead.JobStats) float64 { return float64(j.PrefetchUnseen) }},
 	{"dsmount_job_admissions_refused_total", "Files of the job's prefetch window the cache would not evict for.", counter, func(j readahead.JobStats) float64 { return float64(j.AdmissionsRefused) }},
 	{"dsmount_job_evicted_in_window_total", "Files evicted while the job needed them within its prefetch window.", counter, func(j readahead.JobStats) float64 { return float64(j.EvictedInWindow) }},
+	{"dsmount_job_pushed_total", "Cached files put into the kernel's page cache ahead of the job's readers.", counter, func(j readahead.JobStats) float64 { return float64(j.Pushed) }},
 }
 
 // jobStallMetric is the histogram of a job's stalls

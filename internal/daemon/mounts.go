@@ -95,15 +95,17 @@ func (d *Daemon) AddMount(ctx context.Context, req control.MountRequest) (*dsfs.
 	}
 	src := d.cache.Source(b)
 	ra := d.ra.Mount(req.Mountpoint, src)
-	// release undoes the three in order: readahead stops asking for
-	// prefetches, then the source's fetches in flight end, then the
-	// backend they used closes.
+	// release undoes the four in order: the mount's pushes stop,
+	// readahead stops asking for prefetches, then the source's fetches
+	// in flight end, then the backend they used closes.
+	var m *dsfs.Mount
 	release := func() {
+		m.Close()
 		ra.Close()
 		src.Close()
 		b.Close()
 	}
-	m := dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams, ReadLatency: readLatency, FsName: req.Source})
+	m = dsfs.New(dsfs.Config{Cache: d.cache, Source: src, Listing: objs, AllowOther: req.AllowOther, Logger: d.log, Stats: d.stats, Readahead: ra, FastPath: fastPath, Streams: d.streams, ReadLatency: readLatency, FsName: req.Source})
 	reportSkipped(d.log, m.Skipped())
 	// Listing a million keys leaves as much garbage as the tree holds
 	// (the store's answers, decoded); give it back to the system now

@@ -277,6 +277,7 @@ type JobStats struct {
 	Refused         int64   `json:"admissions_refused"`
 	EvictedInWindow int64   `json:"evicted_in_window"`
 	IdleSeconds     float64 `json:"idle_seconds"`
+	Pushed          int64   `json:"pushed"`
 }
 
 // Job returns the mount's job of that name.
