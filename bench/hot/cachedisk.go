@@ -44,25 +44,31 @@ func cacheDiskPass(t testenv.T, readers int, c config, pid int, src, mnt string,
 	var cpuUS, switches, cacheRef, cacheMnt []float64
 	var ops []string
 	// epoch reads order under root from a dropped page cache, noting in
-	// grew how much the page cache grew by.
-	epoch := func(root string, order []string, grew *[]float64) float64 {
+	// grew how much the page cache grew by; ready runs between the drop
+	// and the reads (a declaration after the drop, so that what the
+	// daemon pushes for it is not dropped).
+	epoch := func(root string, order []string, grew *[]float64, ready func()) float64 {
 		if err := testenv.DropPages(); err != nil {
 			t.Fatalf("%v", err)
 		}
 		c0 := pageCacheMiB()
+		ready()
 		defer func() { *grew = append(*grew, pageCacheMiB()-c0) }()
 		return epochRate(t, "cache-disk epoch", root, order, readers, smallBytes)
 	}
 	for r := 0; r < c.rounds; r++ {
 		order := testenv.Shuffled(small, c.seed+100+int64(r))
-		sides(r, func() { p.ref = append(p.ref, epoch(src, order, &cacheRef)) }, func() {
+		sides(r, func() { p.ref = append(p.ref, epoch(src, order, &cacheRef, func() {})) }, func() {
 			tr, err := testenv.StartFuseTrace(mnt)
 			if err != nil {
 				t.Fatalf("%v", err)
 			}
-			declare(order, r)
-			c0, s0 := testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
-			p.mnt = append(p.mnt, epoch(mnt, order, &cacheMnt))
+			var c0 float64
+			var s0 int64
+			p.mnt = append(p.mnt, epoch(mnt, order, &cacheMnt, func() {
+				c0, s0 = testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
+				declare(order, r)
+			}))
 			c1, s1 := testenv.ProcCPU(pid), testenv.ProcSwitches(pid)
 			got, err := tr.Stop()
 			if err != nil {
