@@ -251,9 +251,12 @@ func (c liveCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// emitStalls sends a job's stall histogram: readahead's buckets made
-// cumulative, its sum the job's stall seconds.
-func (c *collector) emitStalls(ch chan<- prometheus.Metric, j readahead.JobStats, labels ...string) {
+// emitStalls sends the stall histogram of job j of mount mp, owned by
+// uid: readahead's buckets made cumulative, its sum the job's stall
+// seconds. The job's name comes from j, so the labels are always the
+// three the description has.
+func (c *collector) emitStalls(ch chan<- prometheus.Metric, j readahead.JobStats, mp, uid string) {
+	labels := []string{mp, j.Name, uid}
 	h := j.StallHistogram
 	buckets := make(map[float64]uint64, len(readahead.StallBuckets))
 	var n uint64

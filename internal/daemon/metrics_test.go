@@ -225,13 +225,13 @@ func keys(m map[string]*dto.Metric) []string {
 // its stall seconds as the sum and its stalls as the count.
 func TestJobStallHistogram(t *testing.T) {
 	c := newCollector(&Daemon{log: slog.New(slog.DiscardHandler)})
-	var j readahead.JobStats
+	j := readahead.JobStats{Name: "job"}
 	j.StallHistogram.Counts[0] = 2                           // <= 1 ms
 	j.StallHistogram.Counts[3] = 1                           // <= 10 ms
 	j.StallHistogram.Counts[len(readahead.StallBuckets)] = 1 // > 30 s
 	j.StallSeconds = 31.5
 	ch := make(chan prometheus.Metric, 1)
-	c.emitStalls(ch, j, "/mnt/\xff", "job", "1000")
+	c.emitStalls(ch, j, "/mnt/\xff", "1000")
 	var m dto.Metric
 	if err := (<-ch).Write(&m); err != nil {
 		t.Fatal(err)
