@@ -144,7 +144,8 @@ func (n *node) child(ctx context.Context, name string, out *fuse.EntryOut) (*gof
 	}
 	// NewInode returns the existing inode when this Ino is already known.
 	in := n.NewInode(ctx, child, gofs.StableAttr{Mode: mode, Ino: n.m.tree.ino(c)})
-	if !c.isDir() && in.Operations() == gofs.InodeEmbedder(child) {
+	// Only files a declared order can name are pushed (push.go).
+	if n.m.ra != nil && !c.isDir() && in.Operations() == gofs.InodeEmbedder(child) {
 		n.m.known.add(child)
 	}
 	return in, 0

@@ -210,7 +210,7 @@ func (m *Mount) pushLoop() {
 				m.log.Debug("push: batched read refused", "key", obj.Key, "err", err)
 			}
 		}
-		req.done(m.pushOne(n, buf))
+		req.done(m.pushOne(n, obj, buf))
 	}
 }
 
@@ -245,9 +245,9 @@ func (m *Mount) pushable(ref uint32) (*node, backend.Object, bool) {
 	return n, obj, true
 }
 
-// pushOne reads n's file from the cache alone, into buf, and stores it.
-func (m *Mount) pushOne(n *node, buf []byte) bool {
-	obj := n.obj()
+// pushOne reads n's file (obj) from the cache alone, into buf, and
+// stores it.
+func (m *Mount) pushOne(n *node, obj backend.Object, buf []byte) bool {
 	got, err := m.src.ReadCached(obj, buf[:obj.Size], 0)
 	if err != nil {
 		if !errors.Is(err, cache.ErrNotCached) {
