@@ -24,17 +24,33 @@ const ControlName = control.EntryName
 // controlIno keeps clear of the tree's inode numbers, which count up from 1.
 const controlIno = 1 << 62
 
-// controlNode is the control entry's inode.
+// controlNode is the control entry's inode, or a session entry's (see
+// internal/control: channel 1). A session entry is made when the kernel
+// looks up a new ".dsmount-control.<unique>" at the root; its session
+// starts at its first ioctl and runs over ioctls (the superblock is
+// read-only, so it takes no write). It ends when its answer has been read
+// to the end, or when the kernel forgets the entry (its client closed
+// it): at its start the daemon drops the kernel's name for the entry, so
+// that the close is its last use. A kernel keeps a name whose timeout
+// ran out until memory is short.
 type controlNode struct {
 	gofs.Inode
-	m   *Mount
-	ino uint64 // controlIno, or a session's own number
+	m       *Mount
+	ino     uint64 // controlIno, or a session entry's own number
+	session bool   // a session entry; false for the control entry itself
+	name    string // a session entry's name at the root
+	root    *gofs.Inode
+
+	mu        sync.Mutex
+	sess      *controlHandle // the session, from its first ioctl
+	forgotten bool           // the kernel forgot the entry: no session starts
 }
 
 var (
-	_ gofs.NodeOpener    = (*controlNode)(nil)
-	_ gofs.NodeGetattrer = (*controlNode)(nil)
-	_ gofs.NodeSetattrer = (*controlNode)(nil)
+	_ gofs.NodeOpener      = (*controlNode)(nil)
+	_ gofs.NodeGetattrer   = (*controlNode)(nil)
+	_ gofs.NodeIoctler     = (*controlNode)(nil)
+	_ gofs.NodeOnForgetter = (*controlNode)(nil)
 )
 
 func (n *controlNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -45,39 +61,105 @@ func (n *controlNode) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.
 	return 0
 }
 
-// Setattr accepts the truncation an O_TRUNC open may send, changing nothing.
-func (n *controlNode) Setattr(ctx context.Context, f gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return n.Getattr(ctx, f, out)
-}
-
+// Open keeps no handle: a session is its entry's.
 func (n *controlNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if n.m.FastPathMode() == FastPathNoOpen {
 		return nil, 0, syscall.ENOSYS
 	}
-	h, errno := n.m.newControlHandle(ctx)
-	if errno != 0 {
-		return nil, 0, errno
-	}
-	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	return nil, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
 }
 
-// controlSession answers the creation of a session entry: a fresh inode
-// the kernel forgets at once (zero timeouts), and a handle that lives
-// until the client closes it.
-func (m *Mount) controlSession(ctx context.Context, root *node, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	h, errno := m.newControlHandle(ctx)
-	if errno != 0 {
-		return nil, nil, 0, errno
+// Ioctl moves one chunk of a session's request in (IoctlSend) or of its
+// answer out (IoctlRecv); see internal/control. The control entry itself
+// holds no session.
+func (n *controlNode) Ioctl(ctx context.Context, f gofs.FileHandle, cmd uint32, arg uint64, in, out []byte) (int32, syscall.Errno) {
+	if !n.session || (cmd != control.IoctlSend && cmd != control.IoctlRecv) {
+		return 0, syscall.ENOTTY
 	}
-	ino := controlIno + m.sessions.Add(1)
-	out.Mode = fuse.S_IFREG | 0o600
-	out.Ino = ino
-	out.Uid, out.Gid = m.uid, m.gid
+	h, errno := n.start(ctx)
+	if errno != 0 {
+		return 0, errno
+	}
+	switch cmd {
+	case control.IoctlSend:
+		data, err := control.DecodeChunk(in)
+		if err != nil {
+			return 0, syscall.EINVAL
+		}
+		took, errno := h.Write(ctx, data, 0)
+		return int32(took), errno
+	default:
+		if len(out) != control.ChunkSize {
+			return 0, syscall.EINVAL
+		}
+		got, errno := h.next(ctx, control.ChunkPayload(out))
+		if errno != 0 {
+			return 0, errno
+		}
+		control.SealChunk(out, got)
+		return int32(got), 0
+	}
+}
+
+// start returns the entry's session, starting it at the first ioctl
+// within the caller's user's bound (EAGAIN past it).
+func (n *controlNode) start(ctx context.Context) (*controlHandle, syscall.Errno) {
+	n.mu.Lock()
+	if n.sess != nil || n.forgotten {
+		h := n.sess
+		n.mu.Unlock()
+		if h == nil {
+			return nil, syscall.EBADF
+		}
+		return h, 0
+	}
+	h, errno := n.m.newControlHandle(ctx)
+	if errno != 0 {
+		n.mu.Unlock()
+		return nil, errno
+	}
+	n.sess = h
+	n.mu.Unlock()
+	// The client holds the entry open: from now on its close is the
+	// kernel's last use of it, and the FORGET that follows ends the
+	// session (OnForget). Not sent at the lookup, whose reply may not be
+	// in the kernel yet. A failure leaves the name to the kernel's
+	// memory pressure; the session still ends when its answer is read.
+	n.root.NotifyEntry(n.name)
+	return h, 0
+}
+
+// OnForget ends the entry's session: its client closed it. The request
+// is cancelled, and the session's place in its user's bound given back.
+func (n *controlNode) OnForget() {
+	n.mu.Lock()
+	n.forgotten = true
+	h := n.sess
+	n.mu.Unlock()
+	if h != nil {
+		h.end()
+	}
+}
+
+// controlSession answers the lookup of a new session entry at the root:
+// a fresh inode whose session starts at its first ioctl. A name looked up
+// again while the kernel holds it is the same entry.
+func (m *Mount) controlSession(ctx context.Context, root *node, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	out.SetEntryTimeout(0)
 	out.SetAttrTimeout(0)
-	ctl := &controlNode{m: m, ino: ino}
-	inode := root.NewInode(ctx, ctl, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino})
-	return inode, h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NONSEEKABLE, 0
+	out.Mode = fuse.S_IFREG | 0o600
+	out.Nlink = 1
+	out.Uid, out.Gid = m.uid, m.gid
+	if known := root.GetChild(name); known != nil {
+		if ctl, ok := known.Operations().(*controlNode); ok {
+			out.Ino = ctl.ino
+			return known, 0
+		}
+	}
+	ino := controlIno + m.sessions.Add(1)
+	out.Ino = ino
+	ctl := &controlNode{m: m, ino: ino, session: true, name: name, root: root.EmbeddedInode()}
+	return root.NewInode(ctx, ctl, gofs.StableAttr{Mode: fuse.S_IFREG, Ino: ino}), 0
 }
 
 // newControlHandle opens a session for the caller behind ctx, within its
@@ -92,7 +174,7 @@ func (m *Mount) newControlHandle(ctx context.Context) (*controlHandle, syscall.E
 
 // controlHandle is one client session: a request being written, then the
 // response being read. Its request runs in a goroutine it owns; Release
-// cancels it and waits for it.
+// cancels it and waits for it, end cancels it.
 type controlHandle struct {
 	m      *Mount
 	caller Caller // who opened the session; PID: who wrote the request
@@ -108,12 +190,6 @@ type controlHandle struct {
 	wg      sync.WaitGroup
 	ended   sync.Once // the session's place in its user's bound is given back
 }
-
-var (
-	_ gofs.FileWriter   = (*controlHandle)(nil)
-	_ gofs.FileReader   = (*controlHandle)(nil)
-	_ gofs.FileReleaser = (*controlHandle)(nil)
-)
 
 func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
@@ -211,6 +287,15 @@ func (h *controlHandle) wake() {
 // Read returns response bytes as they come, blocking until there are some;
 // 0 bytes (EOF) once the request is done and everything was read.
 func (h *controlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n, errno := h.next(ctx, dest)
+	if errno != 0 {
+		return nil, errno
+	}
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// next copies the next response bytes into dest, as Read.
+func (h *controlHandle) next(ctx context.Context, dest []byte) (int, syscall.Errno) {
 	for {
 		h.mu.Lock()
 		if len(h.out) > 0 {
@@ -221,7 +306,7 @@ func (h *controlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.
 			if drained {
 				h.endSession()
 			}
-			return fuse.ReadResultData(dest[:n]), 0
+			return n, 0
 		}
 		if h.done || !h.started {
 			done := h.done
@@ -229,38 +314,41 @@ func (h *controlHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.
 			if done {
 				h.endSession()
 			}
-			return fuse.ReadResultData(nil), 0
+			return 0, 0
 		}
 		ch := h.notify
 		h.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, syscall.EINTR
+			return 0, syscall.EINTR
 		}
 	}
 }
 
+// Release ends the session and waits for its request to return.
 func (h *controlHandle) Release(ctx context.Context) syscall.Errno {
+	h.end()
+	h.wg.Wait()
+	return 0
+}
+
+// end cancels the session's request, if it runs, and ends the session;
+// the request's goroutine returns on its own.
+func (h *controlHandle) end() {
 	h.mu.Lock()
 	cancel := h.cancel
 	h.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
-	h.wg.Wait()
 	h.endSession()
-	return 0
 }
 
 // endSession gives the session's place in its user's bound back, once:
-// when its answer has been read to the end, or at Release. Once a mount
-// has answered an OPEN with ENOSYS (no-open), the kernel sends no
-// RELEASE for any file of it, the control sessions created since
-// included: counting sessions until Release locked a user other than
-// the owner out of the control entry after 8 requests. (Such a mount
-// doesn't learn either that a client closed its session early, so a
-// request whose client went away runs to its end.)
+// when its answer has been read to the end, or when the session ends.
+// Waiting for the kernel to forget the entry would hold it for as long
+// as the kernel keeps an inode.
 func (h *controlHandle) endSession() {
 	h.ended.Do(func() { h.m.closeSession(h.caller) })
 }

@@ -5,31 +5,28 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dsmount/dsmount/cache"
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/readahead"
 )
 
-var sessionSeq atomic.Int64
-
 // openSession starts a control session on the mount at dir as the
-// clients do: a new entry at the root, created exclusively, read-write.
-func openSession(t *testing.T, dir string) *os.File {
+// clients do (control.OpenSession).
+func openSession(t *testing.T, dir string) io.ReadWriteCloser {
 	t.Helper()
-	name := fmt.Sprintf("%s.%d.%d", ControlName, os.Getpid(), sessionSeq.Add(1))
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	f, err := control.OpenSession(dir)
 	if err != nil {
-		t.Fatalf("creating a control session: %v", err)
+		t.Fatalf("opening a control session: %v", err)
 	}
 	return f
 }
@@ -119,7 +116,7 @@ func TestControlEntry(t *testing.T) {
 
 			oneError(t, "an unknown op", ask(t, sv.dir, `{"op":"launch"}`), `unknown control op "launch"`, "")
 			oneError(t, "a malformed line", ask(t, sv.dir, `{"op":`), "malformed control request", "")
-			oneError(t, "version 2", ask(t, sv.dir, `{"op":"stats","version":2}`), "version 2", control.CodeUnsupportedVersion)
+			oneError(t, "version 3", ask(t, sv.dir, `{"op":"stats","version":3}`), "version 3", control.CodeUnsupportedVersion)
 			if len(callers) != 0 {
 				t.Errorf("a refused request reached the stats hook")
 			}
@@ -296,5 +293,64 @@ func TestControlOrderReadsReported(t *testing.T) {
 	evs = ask(t, sv.dir, `{"op":"order","job":"j","end":true}`)
 	if len(evs) != 1 || evs[0].Order == nil || !evs[0].Order.Ended || len(sv.m.Jobs()) != 0 {
 		t.Errorf("ending the job: %+v; jobs left %+v", evs, sv.m.Jobs())
+	}
+}
+
+// TestSessionEndsWhenItsEntryIsClosed: a client that closes its session
+// entry with its request half sent (or its answer unread) ends the
+// session: the kernel forgets the entry, and its user's place in the
+// bound is given back, on a no-open mount (which sends no RELEASE) as on
+// one with the fast path off. An entry looked up and closed with no
+// ioctl never started a session. A session past the bound fails its
+// first ioctl with EAGAIN.
+func TestSessionEndsWhenItsEntryIsClosed(t *testing.T) {
+	for _, mode := range []FastPath{FastPathNoOpen, FastPathOff} {
+		t.Run(string(mode), func(t *testing.T) {
+			s := newStore(controlFiles)
+			sv := serve(t, s, s.listing(), func(c *Config) { c.FastPath = mode })
+			open := func() int {
+				sv.m.sessMu.Lock()
+				defer sv.m.sessMu.Unlock()
+				return sv.m.sessionsOf[0]
+			}
+			var held []io.Closer
+			for i := range maxPrivilegedSessions {
+				f := openSession(t, sv.dir)
+				held = append(held, f)
+				if _, err := f.Write([]byte(`{"op":`)); err != nil { // half a request
+					t.Fatalf("session %d: %v", i+1, err)
+				}
+			}
+			if n := open(); n != maxPrivilegedSessions {
+				t.Fatalf("%d sessions counted; want %d", n, maxPrivilegedSessions)
+			}
+			extra := openSession(t, sv.dir)
+			if _, err := extra.Write([]byte(`{"op":"stats"}` + "\n")); !errors.Is(err, syscall.EAGAIN) {
+				t.Errorf("a session past the bound: %v; want EAGAIN", err)
+			}
+			extra.Close()
+			for _, f := range held {
+				f.Close()
+			}
+			// The kernel sends its FORGETs after the closes, in its own time.
+			deadline := time.Now().Add(10 * time.Second)
+			for open() != 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := open(); n != 0 {
+				t.Fatalf("%d sessions still counted after their entries were closed; want none", n)
+			}
+			for range 3 {
+				if f, err := os.Open(filepath.Join(sv.dir, ControlName+".idle")); err != nil {
+					t.Fatal(err)
+				} else {
+					f.Close()
+				}
+			}
+			if n := open(); n != 0 {
+				t.Errorf("entries opened with no ioctl count %d sessions; want none", n)
+			}
+			oneError(t, "a session after the others ended", ask(t, sv.dir, `{"op":"stats"}`), "not available", "")
+		})
 	}
 }

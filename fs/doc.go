@@ -47,10 +47,12 @@
 // # Control entry
 //
 // ".dsmount-control" at the root (control.go) is hidden from listings; a
-// client creates ".dsmount-control.<unique>" to open a session (a creation
-// reaches the daemon even on a no-open mount), writes one JSON request and
-// reads JSON events: warm (warm.go), order (order.go, to readahead) and
-// stats.
+// client opens ".dsmount-control.<unique>" read-only to start a session
+// (the lookup of a new name reaches the daemon even on a no-open mount),
+// sends one JSON request and takes JSON events over the session's ioctls:
+// warm (warm.go), order (order.go, to readahead) and stats. The superblock
+// is read-only (mount.go), so that the reads the daemon serves leave the
+// kernel's attributes valid: nothing of the mount takes a write.
 //
 // # Limits
 //
@@ -63,8 +65,8 @@
 //     owner or root, 64 MiB from another user (maxRequestBytes,
 //     maxUserRequestBytes; caller.go);
 //   - sessions open at once: 256 of the owner's or root's, 8 of another
-//     user's (EAGAIN on the creation); a session counts until its answer
-//     has been read to the end or it is closed;
+//     user's (EAGAIN on the session's open); a session counts until its
+//     answer has been read to the end or the kernel forgets its entry;
 //   - an epoch's files: readahead.MaxDeclared (10,000,000), paths or
 //     indices, current and next each; a table's paths likewise;
 //   - a job's name: 1 to 256 bytes, no control character (maxJobName);

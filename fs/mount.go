@@ -101,7 +101,7 @@ type Mount struct {
 	sessionsOf map[uint32]int // control sessions open, by user
 	refusals   atomic.Int64   // sessions refused, for rate-limiting their warnings
 
-	reads, bytesRead, readErrors, lookups atomic.Int64
+	reads, bytesRead, readErrors, lookups, getattrs atomic.Int64
 	// readLatency is Config.ReadLatency; nil: reads are not timed.
 	readLatency ReadObserver
 	// opens counts the OPENs of files that reached the daemon: on a
@@ -170,8 +170,12 @@ func (m *Mount) Serve(dir string) error {
 		MountOptions: fuse.MountOptions{
 			FsName: cmp.Or(m.fsName, m.src.Backend().ID()),
 			Name:   "dsmount",
-			// Not "ro": the control entry takes writes. Every other
-			// change is refused with EROFS by the nodes themselves.
+			// A read-only superblock: the kernel then keeps a file's
+			// attributes, access time included, valid across reads, where
+			// a writable one marks it stale at each read the daemon
+			// serves and so asks for it again at the next fstat. Control
+			// sessions run over ioctls (control.go).
+			Options:       []string{"ro"},
 			AllowOther:    m.allowOther,
 			DirectMount:   true, // as root, skip fusermount; falls back to it otherwise
 			DisableXAttrs: true,
@@ -273,7 +277,7 @@ func (m *Mount) StatsFor(c Caller) MountStats {
 func (m *Mount) Stats() MountStats {
 	s := MountStats{
 		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.fileCount(),
-		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(), Lookups: m.lookups.Load(),
+		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(), Lookups: m.lookups.Load(), Getattrs: m.getattrs.Load(),
 		FastPath:    string(m.FastPathMode()),
 		SourceStats: m.src.Stats(),
 		Jobs:        m.Jobs(),

@@ -98,7 +98,11 @@ func (m *Mount) fillAttr(e entry, out *fuse.Attr) {
 
 func (n *node) isRoot() bool { return n.e.isDir() && n.e.idx == 0 }
 
+// Getattr answers the kernel's GETATTR. Counted: on a read-only
+// superblock the kernel keeps attributes for kernelTimeout, so each one
+// is a round trip an fstat() paid.
 func (n *node) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	n.m.getattrs.Add(1)
 	n.fillAttr(&out.Attr)
 	return 0
 }
@@ -126,6 +130,9 @@ func (n *node) child(ctx context.Context, name string, out *fuse.EntryOut) (*gof
 	}
 	c, ok := n.m.tree.child(n.e, name)
 	if !ok {
+		if n.isRoot() && strings.HasPrefix(name, ControlName+".") {
+			return n.m.controlSession(ctx, n, name, out)
+		}
 		return nil, syscall.ENOENT
 	}
 	// A child the kernel still holds: reuse its node rather than build
@@ -244,13 +251,7 @@ func (n *node) Setattr(context.Context, gofs.FileHandle, *fuse.SetAttrIn, *fuse.
 	return syscall.EROFS
 }
 
-// Create opens a control session when a client creates a
-// ".dsmount-control.<unique>" entry at the root (see ControlName); any
-// other creation fails with EROFS.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
-	if n.isRoot() && strings.HasPrefix(name, ControlName+".") {
-		return n.m.controlSession(ctx, n, out)
-	}
 	return nil, nil, 0, syscall.EROFS
 }
 

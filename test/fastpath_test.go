@@ -262,3 +262,54 @@ func TestLookupsCounted(t *testing.T) {
 		t.Errorf("first opens of %d files after listing their directories: %d lookups; want one each", len(paths), n)
 	}
 }
+
+// TestReadOnlySuperblockKeepsAttributes: a mount's superblock is
+// read-only, so the reads the daemon serves leave the kernel's attributes
+// of a file valid: the pass after a cold one, opening, fstat()ing and
+// reading every file as default loaders do (os.ReadFile, like Python's
+// open()), asks the daemon for no attributes. On a writable superblock
+// each read marked the file's access time stale, and the next fstat() was
+// a GETATTR round trip per file. Control sessions (stats, order) still
+// work, over their ioctls.
+func TestReadOnlySuperblockKeepsAttributes(t *testing.T) {
+	src := t.TempDir()
+	paths := testenv.GenerateDataset(t, src, testenv.DatasetSpec{Seed: 52, SmallFiles: 200, SmallMax: 64 << 10, FilesPerDir: 50, MaxDepth: 1})
+	_, mp := mountLocal(t, src)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mp, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Flags&0x1 == 0 { // ST_RDONLY
+		t.Errorf("the mount's flags %#x lack ST_RDONLY", st.Flags)
+	}
+	readAll := func() {
+		t.Helper()
+		for _, p := range paths {
+			got, err := os.ReadFile(mpPath(mp, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(src, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s: the mount's bytes differ from the source's", p)
+			}
+		}
+	}
+	readAll()
+	cold := testenv.Stats(t, dsmountBin, mp).Mount
+	if cold.Reads == 0 {
+		t.Fatal("the cold pass reached the daemon with no read")
+	}
+	readAll()
+	hot := testenv.Stats(t, dsmountBin, mp).Mount
+	if n := hot.Getattrs - cold.Getattrs; n > 2 {
+		t.Errorf("the pass after the cold one made %d GETATTRs for %d files; want none", n, len(paths))
+	}
+	list := writeList(t, t.TempDir(), "order", paths)
+	if res := declare(t, mp, "job", 0, list); res.Declared != len(paths) {
+		t.Errorf("order through a session: declared %d of %d", res.Declared, len(paths))
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -112,7 +113,7 @@ func TestControlEntryAnswersEachUserForItself(t *testing.T) {
 
 	// Sessions: a user opening control entries and keeping them open gets
 	// a bounded number.
-	sh := runAs(t, nobody, "/bin/bash", "-c", `n=0; for i in $(seq 1 40); do if exec {fd}<>"$1/.dsmount-control.s$i"; then n=$((n+1)); fi; done 2>/dev/null; echo $n`, "-", mp)
+	sh := runAs(t, nobody, "/usr/bin/python3", "-c", holdSessions, mp, strconv.FormatUint(uint64(control.IoctlSend), 10), strconv.Itoa(control.ChunkSize), "40")
 	if n, err := strconv.Atoi(strings.TrimSpace(sh.Stdout)); err != nil || n >= 40 || n < 1 {
 		t.Errorf("another user kept %q control sessions open at once (stderr %q); want a bound below 40", sh.Stdout, sh.Stderr)
 	}
@@ -126,10 +127,10 @@ func TestControlEntryAnswersEachUserForItself(t *testing.T) {
 	if declared >= 40 {
 		t.Errorf("another user declared %d jobs on one mount; want a bound", declared)
 	}
-	// Request size: refused as it is written, not buffered and parsed.
-	big := runAs(t, nobody, "/bin/bash", "-c", `head -c 200000000 /dev/zero > "$1/.dsmount-control.big"`, "-", mp)
-	if big.ExitCode == 0 {
-		t.Errorf("another user wrote a 200 MB control request: accepted")
+	// Request size: refused as it is sent, not buffered and parsed.
+	big := runAs(t, nobody, "/usr/bin/python3", "-c", sendZeros, mp, strconv.FormatUint(uint64(control.IoctlSend), 10), strconv.Itoa(control.ChunkSize), "200000000")
+	if got := strings.TrimSpace(big.Stdout); got != strconv.Itoa(int(syscall.EFBIG)) {
+		t.Errorf("another user sent a 200 MB control request: errno %q (exit %d, %s); want EFBIG (%d)", got, big.ExitCode, big.Stderr, syscall.EFBIG)
 	}
 	// And root's job and the daemon are as they were.
 	if r := runAs(t, nil, dsmountBin, "order", mp, "--job", "train", "--epoch", "1", list); r.ExitCode != 0 {
@@ -303,3 +304,42 @@ func TestCacheDirMustBeTheDaemons(t *testing.T) {
 		t.Errorf("no HOME: %s now holds %v; want nothing made in a shared directory", tmp, ents)
 	}
 }
+
+// holdSessions, a Python program run as another user, opens argv[4]
+// sessions on the mount at argv[1] at once, each started by half a
+// request sent with the session's send ioctl (argv[2], chunk size
+// argv[3]), and prints how many the daemon took.
+const holdSessions = `import fcntl, os, struct, sys
+root, send, size, want = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+buf = bytearray(size)
+struct.pack_into("<II", buf, 0, 6, 0)
+buf[8:14] = b'{"op":'
+held, took = [], 0
+for i in range(want):
+    fd = os.open(os.path.join(root, ".dsmount-control.s%d-%d" % (os.getpid(), i)), os.O_RDONLY)
+    held.append(fd)
+    try:
+        fcntl.ioctl(fd, send, buf, True)
+        took += 1
+    except OSError:
+        pass
+print(took)
+`
+
+// sendZeros, a Python program run as another user, sends argv[4] zero
+// bytes as one control request on a session of the mount at argv[1], with
+// the session's send ioctl (argv[2]) and chunk size (argv[3]); it fails as
+// the daemon refuses a chunk, printing the errno.
+const sendZeros = `import fcntl, os, struct, sys
+root, send, size, total = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+fd = os.open(os.path.join(root, ".dsmount-control.big%d" % os.getpid()), os.O_RDONLY)
+buf = bytearray(size)
+struct.pack_into("<II", buf, 0, size - 8, 0)
+try:
+    for _ in range(total // (size - 8) + 1):
+        fcntl.ioctl(fd, send, buf, True)
+except OSError as e:
+    print(e.errno)
+    sys.exit(1)
+print(0)
+`

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,19 +52,14 @@ func (r Roots) Find(abs string) (root, rel string, err error) {
 	return root, filepath.ToSlash(rel), nil
 }
 
-// Call sends req to the daemon through the mount's control entry and
-// calls on for each event until the daemon is done. Cancelling ctx closes
-// the entry, which cancels the request in the daemon.
+// Call sends req to the daemon through a session of the mount's control
+// entry (OpenSession) and calls on for each event until the daemon is
+// done. Cancelling ctx closes the session, which cancels the request in
+// the daemon once the kernel forgets the session's entry.
 func Call(ctx context.Context, root string, req Request, on func(Event) error) error {
-	// A session is a new entry, created: see EntryName. Never create
-	// a stray file in a directory that is not a mount's root.
-	if _, err := os.Stat(filepath.Join(root, EntryName)); err != nil {
-		return fmt.Errorf("%s is not the root of a dsmount mount: %w", root, err)
-	}
-	name := fmt.Sprintf("%s.%d-%x", EntryName, os.Getpid(), rand.Uint64())
-	f, err := os.OpenFile(filepath.Join(root, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := OpenSession(root)
 	if err != nil {
-		return fmt.Errorf("open a control session on %s: %w", root, err)
+		return err
 	}
 	stop := context.AfterFunc(ctx, func() { f.Close() })
 	defer func() {

@@ -19,19 +19,33 @@
 // # Channel 1: the control entry (warm, order, stats)
 //
 // Any process that sees a mount talks to its daemon through the mount
-// itself, so a container given only the mount can warm and declare.
+// itself, so a container given only the mount can warm and declare. A
+// mount's superblock is read-only (so that the kernel keeps a file's
+// attributes valid across the reads the daemon serves), so a session
+// writes nothing to it: it runs over two ioctls (version 2).
 //
-//  1. Create, O_CREAT|O_EXCL and read-write, a new file named
-//     EntryName + "." + anything unique at the mount's root
-//     (".dsmount-control.4242-9f3a"). Creation reaches the daemon even on
-//     a mount whose fast path answers OPEN with ENOSYS. The entry exists
-//     only while open and is never listed. (On other mounts, opening
-//     EntryName itself read-write works too.)
-//  2. Write one JSON Request ended by '\n', then the payload it
-//     announces, if any, in as many writes as needed.
-//  3. Read JSON Event lines until end of file. Closing the file early
-//     cancels the request (on a no-open mount the kernel does not say so:
-//     there a request runs to its end).
+//  1. Open, read-only, a new entry named EntryName + "." + anything
+//     unique at the mount's root (".dsmount-control.4242-9f3a"). Looking
+//     it up makes the session (a lookup reaches the daemon even on a mount
+//     whose fast path answers OPEN with ENOSYS); the entry is never
+//     listed, and the daemon forgets it once it is closed.
+//  2. Send one JSON Request ended by '\n', then the payload it
+//     announces, if any, with IoctlSend, a Chunk at a time.
+//  3. Take JSON Event lines with IoctlRecv until its result is 0 (end of
+//     the answer). Closing the entry early cancels the request.
+//
+// A Chunk is ChunkSize bytes: a little-endian uint32 count of the bytes
+// it carries (at most ChunkData), 4 zero bytes, then the bytes; the rest
+// is ignored. Where the daemon refuses a session (the user holds as many
+// as its bound), the open fails with EAGAIN. IoctlSend fails with EFBIG
+// once a request grows past its sender's bound, and the answer then says
+// why; ENOTTY on the control entry itself means the session entry was not
+// looked up as one (a name not at the root).
+//
+// Version 1 clients created the session entry read-write (O_CREAT|O_EXCL)
+// and wrote and read it; a version 2 daemon's superblock refuses that
+// with EROFS. A version 2 client finds no session entry to open on a
+// version 1 daemon (ENOENT), and creates one there.
 //
 // The payload carries, in this order and each only if announced by its
 // length: PathsBytes of the epoch's paths, NextBytes of the next epoch's
@@ -110,5 +124,7 @@
 // contract, these Go types are its one implementation.
 package control
 
-// Version is the protocol version this package speaks.
-const Version = 1
+// Version is the protocol version this package speaks: 2 since channel
+// 1's sessions run over ioctls. A request line of version 1 and 2 reads
+// the same.
+const Version = 2

@@ -39,8 +39,13 @@ const systemPython = "/usr/bin/python3"
 // pySpec is what the Python test reads (the file named by
 // DSMOUNT_PROTOCOL_SPEC).
 type pySpec struct {
-	Version   int      `json:"version"`
-	EntryName string   `json:"entry_name"`
+	Version   int    `json:"version"`
+	EntryName string `json:"entry_name"`
+	// The session's ioctls (session.go).
+	IoctlSend uint32   `json:"ioctl_send"`
+	IoctlRecv uint32   `json:"ioctl_recv"`
+	ChunkSize int      `json:"chunk_size"`
+	ChunkData int      `json:"chunk_data"`
 	Ops       []string `json:"ops"`
 	Events    []string `json:"event_types"`
 	Codes     []string `json:"codes"`
@@ -331,7 +336,8 @@ func eventLine(t *testing.T, ev Event) string {
 
 func buildSpec(t *testing.T) pySpec {
 	b := &specBuilder{t: t, types: map[string]map[string]pyField{}, goTyp: map[string]reflect.Type{}}
-	spec := pySpec{Version: Version, EntryName: EntryName, Types: b.types}
+	spec := pySpec{Version: Version, EntryName: EntryName, Types: b.types,
+		IoctlSend: IoctlSend, IoctlRecv: IoctlRecv, ChunkSize: ChunkSize, ChunkData: ChunkData}
 	spec.Request = b.object(reflect.TypeFor[Request]())
 	spec.Event = b.object(reflect.TypeFor[Event]())
 	b.checkEncoding()

@@ -63,7 +63,10 @@ type MountStats struct {
 	// Lookups counts the kernel's LOOKUPs: names it had to ask for one at
 	// a time (a file's first open, unless a listing of its directory
 	// introduced it).
-	Lookups  int64  `json:"lookups"`
+	Lookups int64 `json:"lookups"`
+	// Getattrs counts the kernel's GETATTRs of the tree's files and
+	// directories: attributes it no longer held (kernelTimeout passed).
+	Getattrs int64  `json:"getattrs"`
 	FastPath string `json:"fast_path"`
 	cache.SourceStats
 	Jobs []readahead.JobStats `json:"jobs"`

@@ -1,20 +1,24 @@
 """Talking to a dsmount daemon through a mount's control entry.
 
 Every dsmount mount has a hidden file ``<mountpoint>/.dsmount-control``
-(absent from listings). A client opens it read-write, writes one JSON request
-terminated by a newline, then reads JSON event lines until end of file;
-closing the file early cancels the request. This module speaks that protocol
-with the standard library only.
+(absent from listings). A client opens a session next to it (a new entry,
+read-only), sends one JSON request terminated by a newline with an ioctl per
+chunk, then takes JSON event lines, again by ioctl, until the answer ends;
+closing the session early cancels the request. The mount is read-only, so
+nothing is written to it. This module speaks that protocol (internal/control
+in the Go sources is its specification) with the standard library only.
 """
 
 from __future__ import annotations
 
 import array
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import posixpath
+import struct
 import sys
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Set, Tuple, Union, cast
 
@@ -27,6 +31,23 @@ JSONObject = Dict[str, Any]
 
 #: The control entry's name at a mount's root.
 CONTROL_NAME = ".dsmount-control"
+
+#: A session's chunk: a little-endian uint32 count of the bytes it carries,
+#: 4 zero bytes, then up to ``CHUNK_DATA`` bytes; always ``CHUNK_SIZE``
+#: bytes long, as the ioctl commands' size field says.
+CHUNK_SIZE = 16376
+CHUNK_DATA = CHUNK_SIZE - 8
+
+
+def _ioc(direction: int, nr: int) -> int:
+    """An ioctl command as Linux encodes it on x86 and arm."""
+    return (direction << 30) | (CHUNK_SIZE << 16) | (ord("D") << 8) | nr
+
+
+#: Give the daemon the next chunk of the request; the result is the count taken.
+IOCTL_SEND = _ioc(1, 1)
+#: Take the next chunk of the answer; the result is its count, 0 at the end.
+IOCTL_RECV = _ioc(2, 2)
 
 #: Bytes read from the control entry per read call.
 _READ_SIZE = 1 << 16
@@ -192,18 +213,56 @@ def _root_forms(root: StrPath) -> Tuple[str, ...]:
 
 
 def _open_control(root: str) -> ControlFile:
-    """Open a control session on ``root``, read-write, unbuffered.
+    """Open a control session on ``root``.
 
-    A session is a new entry created next to the control entry (named
-    ``.dsmount-control.<unique>``): a mount in no-open mode gets no OPEN
-    request to start a session at, but a creation always reaches it.
+    A session is a new entry next to the control entry, named
+    ``.dsmount-control.<unique>`` and opened read-only: looking it up makes
+    the session, which then runs over ioctls (:class:`_Session`). A daemon
+    of protocol version 1 has no such entry to look up; there the session
+    is created, read-write, and written and read.
     """
     # Never create a stray file in a directory that is not a mount root.
     if not os.path.exists(os.path.join(root, CONTROL_NAME)):
         raise FileNotFoundError(errno.ENOENT, "no control entry", root)
-    name = "%s.%d-%s" % (CONTROL_NAME, os.getpid(), os.urandom(8).hex())
-    fd = os.open(os.path.join(root, name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-    return os.fdopen(fd, "r+b", buffering=0)
+    name = os.path.join(root, "%s.%d-%s" % (CONTROL_NAME, os.getpid(), os.urandom(8).hex()))
+    try:
+        fd = os.open(name, os.O_RDONLY)
+    except FileNotFoundError:
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        return os.fdopen(fd, "r+b", buffering=0)
+    return _Session(fd)
+
+
+class _Session:
+    """A version 2 control session: ``write`` and ``read`` as ioctls."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buf = bytearray(CHUNK_SIZE)
+
+    def _ioctl(self, cmd: int) -> int:
+        while True:
+            try:
+                return fcntl.ioctl(self._fd, cmd, self._buf, True)
+            except InterruptedError:
+                continue
+
+    def write(self, data: bytes) -> Optional[int]:
+        n = min(len(data), CHUNK_DATA)
+        struct.pack_into("<II", self._buf, 0, n, 0)
+        self._buf[8:8 + n] = data[:n]
+        return self._ioctl(IOCTL_SEND)
+
+    def read(self, size: int) -> bytes:
+        n = self._ioctl(IOCTL_RECV)
+        if n < 0 or n > CHUNK_DATA:
+            raise OSError("the daemon answered %d bytes, more than a chunk holds" % n)
+        return bytes(self._buf[8:8 + n])
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class Client:

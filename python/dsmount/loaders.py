@@ -11,11 +11,10 @@ files/s through the mount with default ``open()`` against 54,000 with
 with ``os.open`` and read until end of file.
 
 Up to 1 MiB they don't ``fstat()`` the file either, as ``open()`` does
-even unbuffered. When the kernel has fetched a file's pages from a FUSE
-daemon, it marks the file's access time stale (on any mount that isn't
-read-only, and dsmount's control entry takes writes), and the next
-``fstat()`` of the file asks the daemon again: one round trip per file
-in the first epoch served from the page cache. Reads alone don't ask.
+even unbuffered. (On a mount that isn't read-only, the kernel marks a
+file's access time stale whenever it fetched pages from the FUSE daemon,
+and the next ``fstat()`` asks the daemon again. dsmount's mounts are
+read-only, so an ``fstat()`` there costs no round trip either.)
 
 * :func:`read_bytes` is ``open(path, "rb").read()`` without the ioctl.
 * :func:`pil_loader` is torchvision's default image loader (an RGB PIL

@@ -258,7 +258,15 @@ class EntryTest(ProtocolTest):
     def test_entry_name(self):
         self.assertEqual(CONTROL_NAME, SPEC["entry_name"])
 
-    def test_session_is_a_new_entry_named_after_it(self):
+    def test_session_ioctls(self):
+        self.assertEqual(control.IOCTL_SEND, SPEC["ioctl_send"])
+        self.assertEqual(control.IOCTL_RECV, SPEC["ioctl_recv"])
+        self.assertEqual(control.CHUNK_SIZE, SPEC["chunk_size"])
+        self.assertEqual(control.CHUNK_DATA, SPEC["chunk_data"])
+
+    def test_version_1_session_is_a_new_entry_named_after_it(self):
+        # A directory with a control entry and no session entries to look
+        # up is a version 1 daemon's mount: the session is created there.
         with tempfile.TemporaryDirectory() as d:
             open(os.path.join(d, SPEC["entry_name"]), "w").close()
             f = control._open_control(d)

@@ -229,6 +229,7 @@ type MountStats struct {
 	BytesRead        int64      `json:"bytes_read"`
 	ReadErrors       int64      `json:"read_errors"`
 	Lookups          int64      `json:"lookups"`
+	Getattrs         int64      `json:"getattrs"`
 	FastPath         string     `json:"fast_path"`
 	Hits             int64      `json:"hits"`
 	Misses           int64      `json:"misses"`
