@@ -59,8 +59,12 @@ type Source interface {
 	// ReadCached reads cached bytes only (cache.ErrNotCached where a
 	// read would fetch): what a push into the page cache sends (push.go).
 	ReadCached(obj backend.Object, p []byte, off int64) (int, error)
-	// NewBatch reads many cached small files at once, for pushes.
+	// NewBatch reads many cached small files at once, for pushes and
+	// batched READs; ReadStaged serves a small file from memory where a
+	// fetch ahead of its reader left it, before a batched READ would
+	// read it from disk.
 	NewBatch(depth int, maxSize int64) (*cache.Batch, error)
+	ReadStaged(obj backend.Object, p []byte) (int, bool)
 	// CachedBytes, NumChunks, ChunkLen, ChunkCached and Warm serve the
 	// control entry's warm: its plan, then a fetch of each chunk not
 	// cached, through the same flights as reads.

@@ -11,7 +11,7 @@
 //     (warm plans);
 //   - Source: Backend, ReadAt and ReadAtStream (the read path),
 //     PrefetchWatched, ObjectID, OpenCached (passthrough), ReadCached
-//     and NewBatch (pushes), CachedBytes, NumChunks, ChunkLen,
+//     NewBatch and ReadStaged (pushes and batched READs), CachedBytes, NumChunks, ChunkLen,
 //     ChunkCached and Warm (the control entry's warm), Stats;
 //   - Readahead (optional): Declare and End (orders), Jobs (stats),
 //     Observe (every read, before it is served).
@@ -103,6 +103,16 @@
 // and every file of a passthrough mount are not pushed. The daemon
 // calls Close after the mount's server ended and before its Source
 // closes.
+//
+// # Batched READs
+//
+// A READ of a whole cached file of at most 256 KiB is read from the cache
+// disk together with the other such READs in flight (readbatch.go): one
+// goroutine per mount, started by the first and stopped by Close (which
+// answers every READ queued first), owns a cache.Batch; each handler
+// queues its READ and waits for its answer on a channel, with no thread
+// blocked on the disk. Any other READ, or one the batch turns away, is
+// read by the handler itself (Source.ReadAt).
 //
 // # Errors
 //

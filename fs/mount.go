@@ -93,15 +93,16 @@ type Mount struct {
 	tables tables // path tables of declarations by index (table.go)
 	// known holds the files whose inodes the kernel holds (push.go);
 	// pushed counts the files pushed into its page cache.
-	known  known
-	pushed atomic.Int64
-	push   pusher
+	known   known
+	pushed  atomic.Int64
+	push    pusher
+	batched batchedReads // batched READs of small cached files (readbatch.go)
 
 	sessMu     sync.Mutex
 	sessionsOf map[uint32]int // control sessions open, by user
 	refusals   atomic.Int64   // sessions refused, for rate-limiting their warnings
 
-	reads, bytesRead, readErrors, lookups, getattrs atomic.Int64
+	reads, bytesRead, readErrors, lookups, getattrs, batchedReads atomic.Int64
 	// readLatency is Config.ReadLatency; nil: reads are not timed.
 	readLatency ReadObserver
 	// opens counts the OPENs of files that reached the daemon: on a
@@ -277,7 +278,7 @@ func (m *Mount) StatsFor(c Caller) MountStats {
 func (m *Mount) Stats() MountStats {
 	s := MountStats{
 		Mountpoint: m.dir, Source: m.src.Backend().ID(), Files: m.tree.fileCount(),
-		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(), Lookups: m.lookups.Load(), Getattrs: m.getattrs.Load(),
+		Reads: m.reads.Load(), BytesRead: m.bytesRead.Load(), ReadErrors: m.readErrors.Load(), Lookups: m.lookups.Load(), Getattrs: m.getattrs.Load(), BatchedReads: m.batchedReads.Load(),
 		FastPath:    string(m.FastPathMode()),
 		SourceStats: m.src.Stats(),
 		Jobs:        m.Jobs(),

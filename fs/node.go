@@ -231,7 +231,13 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 	if n.seq != nil && n.seq.Observe(off, int64(len(dest))) {
 		got, err = n.m.src.ReadAtStream(ctx, obj, dest, off)
 	} else {
-		got, err = n.m.src.ReadAt(ctx, obj, dest, off)
+		batched := false
+		if off == 0 {
+			got, batched = n.m.readBatched(obj, dest)
+		}
+		if !batched {
+			got, err = n.m.src.ReadAt(ctx, obj, dest, off)
+		}
 	}
 	if lat != nil {
 		lat.Observe(time.Since(start).Seconds())

@@ -131,9 +131,10 @@ func (m *Mount) Push(ref uint32, done func(pushed bool)) bool {
 	}
 }
 
-// Close stops the mount's pushes (after its server ended, before its
-// Source closes).
+// Close stops the mount's pushes and batched reads (after its server
+// ended, before its Source closes).
 func (m *Mount) Close() {
+	m.closeReads()
 	p := &m.push
 	p.mu.Lock()
 	p.closed = true

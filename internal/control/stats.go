@@ -66,8 +66,12 @@ type MountStats struct {
 	Lookups int64 `json:"lookups"`
 	// Getattrs counts the kernel's GETATTRs of the tree's files and
 	// directories: attributes it no longer held (kernelTimeout passed).
-	Getattrs int64  `json:"getattrs"`
-	FastPath string `json:"fast_path"`
+	Getattrs int64 `json:"getattrs"`
+	// BatchedReads counts the READs of whole small cached files that
+	// were read from the cache disk together with others (one system
+	// call for many, no thread blocked on the disk).
+	BatchedReads int64  `json:"batched_reads"`
+	FastPath     string `json:"fast_path"`
 	cache.SourceStats
 	Jobs []readahead.JobStats `json:"jobs"`
 	// Backend counts the source's requests (hedges, timeouts, retries),

@@ -101,6 +101,7 @@ var mountMetrics = []struct {
 	{"dsmount_mount_read_bytes_total", "Bytes read through the mount.", func(s control.MountStats) int64 { return s.BytesRead }},
 	{"dsmount_mount_read_errors_total", "Reads that failed.", func(s control.MountStats) int64 { return s.ReadErrors }},
 	{"dsmount_mount_getattrs_total", "Attributes the kernel asked for again (GETATTR) after its timeout for them passed.", func(s control.MountStats) int64 { return s.Getattrs }},
+	{"dsmount_mount_batched_reads_total", "READs of whole small cached files read from the cache disk together with others.", func(s control.MountStats) int64 { return s.BatchedReads }},
 	{"dsmount_mount_lookups_total", "Names the kernel looked up one at a time (LOOKUP); a directory listing introduces its entries without one.", func(s control.MountStats) int64 { return s.Lookups }},
 }
 

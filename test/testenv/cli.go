@@ -230,6 +230,7 @@ type MountStats struct {
 	ReadErrors       int64      `json:"read_errors"`
 	Lookups          int64      `json:"lookups"`
 	Getattrs         int64      `json:"getattrs"`
+	BatchedReads     int64      `json:"batched_reads"`
 	FastPath         string     `json:"fast_path"`
 	Hits             int64      `json:"hits"`
 	Misses           int64      `json:"misses"`
