@@ -236,7 +236,11 @@ func (b *Batch) Wait() ([]BatchDone, error) {
 	for b.pending > 0 {
 		n, _, e := unix.Syscall6(unix.SYS_IO_GETEVENTS, uintptr(b.aio), 0, uintptr(len(b.events)),
 			uintptr(unsafe.Pointer(&b.events[0])), uintptr(unsafe.Pointer(&unix.Timespec{})), 0)
-		if e != 0 && e != unix.EINTR {
+		if e == unix.EINTR {
+			// Nothing reaped (n is -1): a signal came first.
+			continue
+		}
+		if e != 0 {
 			return out, fmt.Errorf("cache: io_getevents: %w", e)
 		}
 		for _, ev := range b.events[:n] {
@@ -296,6 +300,26 @@ func (b *Batch) finish(i int, res int64) BatchDone {
 	}
 	d.Err = ErrNotCached
 	return d
+}
+
+// Abort gives up on every read added and not yet returned by Wait,
+// waiting for those on the disk to end, and returns their tags; the
+// batch is closed. For a caller whose Wait failed, which must still
+// answer whoever waits on those reads. Reads Wait returned are the
+// caller's: release them first.
+func (b *Batch) Abort() []any {
+	if b.closed {
+		return nil
+	}
+	var tags []any
+	for i := range b.reads {
+		if b.reads[i].o != nil {
+			tags = append(tags, b.reads[i].tag)
+		}
+	}
+	b.queued, b.failed, b.pending = nil, nil, 0
+	b.Close() // io_destroy waits for the reads on the disk
+	return tags
 }
 
 // Release gives d's buffer back for another read; d.Data is not to be

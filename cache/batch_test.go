@@ -96,3 +96,59 @@ func TestBatchReadsAreChecked(t *testing.T) {
 		t.Error("the dropped object reads wrong after a refetch")
 	}
 }
+
+// TestBatchAbortReturnsWhatItHeld: Abort hands back the tag of every read
+// added and not returned by Wait (queued, and on the disk), none that was
+// returned and released, and closes the batch.
+func TestBatchAbortReturnsWhatItHeld(t *testing.T) {
+	c := openCache(t, t.TempDir(), Options{})
+	defer c.Close()
+	mem := memory.New()
+	s := c.Source(mem)
+	rng := rand.New(rand.NewPCG(43, 44))
+	var objs []backend.Object
+	for i := range 6 {
+		obj := mem.Put(fmt.Sprintf("a%d", i), randBytes(rng, 1000+i))
+		readAll(t, s, obj)
+		objs = append(objs, obj)
+	}
+	c.commits.barrier()
+	b, err := s.NewBatch(8, 64<<10)
+	if err != nil {
+		t.Fatalf("NewBatch: %v", err)
+	}
+	defer b.Close()
+	for i := range 3 {
+		if ok, err := b.Add(objs[i], i); !ok || err != nil {
+			t.Fatalf("Add %d: %v, %v", i, ok, err)
+		}
+	}
+	returned := map[int]bool{}
+	for len(returned) == 0 {
+		done, err := b.Wait() // submits the three
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range done {
+			returned[d.Tag.(int)] = true
+			b.Release(d)
+		}
+	}
+	for i := 3; i < 6; i++ { // queued, not submitted
+		if ok, err := b.Add(objs[i], i); !ok || err != nil {
+			t.Fatalf("Add %d: %v, %v", i, ok, err)
+		}
+	}
+	tags := map[int]bool{}
+	for _, tag := range b.Abort() {
+		tags[tag.(int)] = true
+	}
+	for i := range 6 {
+		if tags[i] == returned[i] {
+			t.Errorf("read %d: returned by Wait %v, handed back by Abort %v; want exactly one", i, returned[i], tags[i])
+		}
+	}
+	if _, err := b.Wait(); err == nil {
+		t.Error("Wait after Abort: no error; want the batch closed")
+	}
+}

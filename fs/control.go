@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strconv"
@@ -173,8 +174,9 @@ func (m *Mount) newControlHandle(ctx context.Context) (*controlHandle, syscall.E
 }
 
 // controlHandle is one client session: a request being written, then the
-// response being read. Its request runs in a goroutine it owns; Release
-// cancels it and waits for it, end cancels it.
+// response being read. Its request runs in a goroutine it owns, counted in
+// the mount's requests (Mount.Close waits for it); end cancels it, and
+// Release (tests) also waits for it.
 type controlHandle struct {
 	m      *Mount
 	caller Caller // who opened the session; PID: who wrote the request
@@ -226,15 +228,22 @@ func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint
 // start runs the request; h.mu is held.
 func (h *controlHandle) start() {
 	h.started = true
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
 	req, err := h.req.Request()
 	h.discard = h.req.Discard()
 	large := h.req.Len() >= largeRequestBytes
 	h.req = control.Buffer{}
+	ctx, cancel, ok := h.m.requests.begin()
+	if !ok {
+		req, err = control.Request{}, errors.New("control request refused: the mount is being unmounted")
+		ctx, cancel = context.WithCancel(context.Background())
+	}
+	h.cancel = cancel
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
+		if ok {
+			defer h.m.requests.wg.Done()
+		}
 		defer h.finish()
 		if err != nil {
 			h.emit(control.Event{Type: "error", Error: err.Error()})
@@ -250,6 +259,38 @@ func (h *controlHandle) start() {
 			debug.FreeOSMemory()
 		}
 	}()
+}
+
+// controlRequests are a mount's control requests running. Invariant:
+// once closed, none starts, and Mount.Close waits for those running.
+type controlRequests struct {
+	mu     sync.Mutex // guards closed against a begin after close
+	closed bool
+	wg     sync.WaitGroup
+	ctx    context.Context // cancelled by close
+	cancel context.CancelFunc
+}
+
+// begin counts a request in and returns its context, unless the mount
+// is closing.
+func (r *controlRequests) begin() (context.Context, context.CancelFunc, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, nil, false
+	}
+	r.wg.Add(1)
+	ctx, cancel := context.WithCancel(r.ctx)
+	return ctx, cancel, true
+}
+
+// close cancels the requests running and waits for them.
+func (r *controlRequests) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
 }
 
 // largeRequestBytes is the size of a request whose garbage is returned to

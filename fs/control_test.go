@@ -354,3 +354,41 @@ func TestSessionEndsWhenItsEntryIsClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseCancelsControlRequests: Mount.Close cancels the control
+// requests running (a warm waiting on a store that holds every fetch)
+// and returns once they have, and the mount takes no request after.
+func TestCloseCancelsControlRequests(t *testing.T) {
+	s := newStore(controlFiles)
+	sv := serve(t, s, s.listing(), nil)
+	release := s.Hold()
+	defer release()
+	f := openSession(t, sv.dir)
+	defer f.Close()
+	if _, err := f.Write([]byte(`{"op":"warm","paths":["d"]}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := decodeEvent(t, mustLine(t, bufio.NewReader(f))); ev.Type != control.EventPlan {
+		t.Fatalf("the warm's first event: %+v; want its plan", ev)
+	}
+	closed := make(chan struct{})
+	go func() {
+		sv.m.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return with a warm running on a held store")
+	}
+	oneError(t, "a request after Close", ask(t, sv.dir, `{"op":"stats"}`), "being unmounted", "")
+}
+
+func mustLine(t *testing.T, r *bufio.Reader) []byte {
+	t.Helper()
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("reading an event: %v", err)
+	}
+	return line
+}

@@ -65,8 +65,9 @@
 //     owner or root, 64 MiB from another user (maxRequestBytes,
 //     maxUserRequestBytes; caller.go);
 //   - sessions open at once: 256 of the owner's or root's, 8 of another
-//     user's (EAGAIN on the session's open); a session counts until its
-//     answer has been read to the end or the kernel forgets its entry;
+//     user's (EAGAIN on the session's first ioctl); a session counts
+//     until its answer has been read to the end or the kernel forgets its
+//     entry;
 //   - an epoch's files: readahead.MaxDeclared (10,000,000), paths or
 //     indices, current and next each; a table's paths likewise;
 //   - a job's name: 1 to 256 bytes, no control character (maxJobName);

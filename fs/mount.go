@@ -2,6 +2,7 @@ package fs
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,7 +97,9 @@ type Mount struct {
 	known   known
 	pushed  atomic.Int64
 	push    pusher
-	batched batchedReads // batched READs of small cached files (readbatch.go)
+	batched batchedReads
+	// requests are the control requests running (control.go).
+	requests controlRequests // batched READs of small cached files (readbatch.go)
 
 	sessMu     sync.Mutex
 	sessionsOf map[uint32]int // control sessions open, by user
@@ -119,7 +122,9 @@ func New(cfg Config) *Mount {
 		log = slog.New(slog.DiscardHandler)
 	}
 	t := buildTree(cfg.Listing, time.Now(), ControlName)
+	reqCtx, reqCancel := context.WithCancel(context.Background())
 	m := &Mount{
+		requests:   controlRequests{ctx: reqCtx, cancel: reqCancel},
 		cache:      cfg.Cache,
 		src:        cfg.Source,
 		statsHook:  cfg.Stats,

@@ -131,9 +131,11 @@ func (m *Mount) Push(ref uint32, done func(pushed bool)) bool {
 	}
 }
 
-// Close stops the mount's pushes and batched reads (after its server
-// ended, before its Source closes).
+// Close cancels the mount's control requests and waits for them, and
+// stops its pushes and batched reads (after its server ended, before its
+// Source closes).
 func (m *Mount) Close() {
+	m.requests.close()
 	m.closeReads()
 	p := &m.push
 	p.mu.Lock()
@@ -184,7 +186,7 @@ func (m *Mount) pushLoop() {
 			case <-p.quit:
 				return
 			default:
-				m.pushFinished(batch)
+				batch = m.pushFinished(batch)
 				continue
 			}
 		} else {
@@ -203,7 +205,7 @@ func (m *Mount) pushLoop() {
 			added, err := batch.Add(obj, pushTag{n, req})
 			if added {
 				if batch.Room() == 0 {
-					m.pushFinished(batch)
+					batch = m.pushFinished(batch)
 				}
 				continue
 			}
@@ -216,18 +218,25 @@ func (m *Mount) pushLoop() {
 }
 
 // pushFinished waits for the batch's next reads to finish and stores
-// each into its file's page cache.
-func (m *Mount) pushFinished(batch *cache.Batch) {
+// each into its file's page cache. It returns the batch, or nil where it
+// failed: its pushes are then reported not done, and the next read one
+// at a time.
+func (m *Mount) pushFinished(batch *cache.Batch) *cache.Batch {
 	done, err := batch.Wait()
-	if err != nil {
-		m.log.Debug("push: batched reads", "err", err)
-	}
 	for _, d := range done {
 		t := d.Tag.(pushTag)
 		ok := d.Err == nil && m.store(t.n, d.Data)
 		batch.Release(d)
 		t.req.done(ok)
 	}
+	if err == nil {
+		return batch
+	}
+	m.log.Warn("push: batched reads failed; reading one at a time from now on", "err", err)
+	for _, tag := range batch.Abort() {
+		tag.(pushTag).req.done(false)
+	}
+	return nil
 }
 
 // pushable is file ref's node and object, if it may be pushed.

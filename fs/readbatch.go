@@ -123,13 +123,14 @@ func (m *Mount) readLoop(batch *cache.Batch) {
 	r := &m.batched
 	defer r.wg.Done()
 	defer batch.Close()
+	failed := false // the batch failed: every READ goes the plain way
 	for {
 		var req *batchedRead
-		if batch.InFlight() > 0 {
+		if !failed && batch.InFlight() > 0 {
 			select {
 			case req = <-r.queue:
 			default:
-				m.readsFinished(batch)
+				failed = !m.readsFinished(batch)
 				continue
 			}
 		} else {
@@ -147,6 +148,10 @@ func (m *Mount) readLoop(batch *cache.Batch) {
 				}
 			}
 		}
+		if failed {
+			close(req.done)
+			continue
+		}
 		added, err := batch.Add(req.obj, req)
 		if err != nil {
 			m.log.Debug("batched read refused", "key", req.obj.Key, "err", err)
@@ -156,18 +161,17 @@ func (m *Mount) readLoop(batch *cache.Batch) {
 			continue
 		}
 		if batch.Room() == 0 {
-			m.readsFinished(batch)
+			failed = !m.readsFinished(batch)
 		}
 	}
 }
 
 // readsFinished waits for the batch's next reads to finish and answers
-// each.
-func (m *Mount) readsFinished(batch *cache.Batch) {
+// each. Should the batch fail, it answers every READ it holds, to be
+// read the plain way, turns the mount's READs away from batching, and
+// returns false.
+func (m *Mount) readsFinished(batch *cache.Batch) bool {
 	done, err := batch.Wait()
-	if err != nil {
-		m.log.Debug("batched reads", "err", err)
-	}
 	for _, d := range done {
 		req := d.Tag.(*batchedRead)
 		if d.Err == nil {
@@ -178,4 +182,16 @@ func (m *Mount) readsFinished(batch *cache.Batch) {
 		batch.Release(d)
 		close(req.done)
 	}
+	if err == nil {
+		return true
+	}
+	m.log.Warn("batched reads failed; reading one at a time from now on", "err", err)
+	r := &m.batched
+	r.mu.Lock()
+	r.unavailable = true
+	r.mu.Unlock()
+	for _, tag := range batch.Abort() {
+		close(tag.(*batchedRead).done)
+	}
+	return false
 }

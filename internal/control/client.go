@@ -55,7 +55,9 @@ func (r Roots) Find(abs string) (root, rel string, err error) {
 // Call sends req to the daemon through a session of the mount's control
 // entry (OpenSession) and calls on for each event until the daemon is
 // done. Cancelling ctx closes the session, which cancels the request in
-// the daemon once the kernel forgets the session's entry.
+// the daemon once the kernel forgets the session's entry: once a receive
+// waiting in the daemon returns (the request's next event), or at once
+// where the process exits.
 func Call(ctx context.Context, root string, req Request, on func(Event) error) error {
 	f, err := OpenSession(root)
 	if err != nil {

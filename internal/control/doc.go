@@ -26,9 +26,10 @@
 //
 //  1. Open, read-only, a new entry named EntryName + "." + anything
 //     unique at the mount's root (".dsmount-control.4242-9f3a"). Looking
-//     it up makes the session (a lookup reaches the daemon even on a mount
-//     whose fast path answers OPEN with ENOSYS); the entry is never
-//     listed, and the daemon forgets it once it is closed.
+//     it up makes the entry (a lookup reaches the daemon even on a mount
+//     whose fast path answers OPEN with ENOSYS), and its first ioctl
+//     starts the session; the entry is never listed, and the daemon
+//     forgets it once it is closed.
 //  2. Send one JSON Request ended by '\n', then the payload it
 //     announces, if any, with IoctlSend, a Chunk at a time.
 //  3. Take JSON Event lines with IoctlRecv until its result is 0 (end of
@@ -36,11 +37,12 @@
 //
 // A Chunk is ChunkSize bytes: a little-endian uint32 count of the bytes
 // it carries (at most ChunkData), 4 zero bytes, then the bytes; the rest
-// is ignored. Where the daemon refuses a session (the user holds as many
-// as its bound), the open fails with EAGAIN. IoctlSend fails with EFBIG
-// once a request grows past its sender's bound, and the answer then says
-// why; ENOTTY on the control entry itself means the session entry was not
-// looked up as one (a name not at the root).
+// is ignored by the daemon, and zero in its answers. Where the daemon
+// refuses a session (the user holds as many as its bound), the session's
+// first ioctl fails with EAGAIN. IoctlSend fails with EFBIG once a
+// request grows past its sender's bound, and the answer then says why.
+// The ioctls fail with ENOTTY on anything but a session entry (the
+// control entry itself included).
 //
 // Version 1 clients created the session entry read-write (O_CREAT|O_EXCL)
 // and wrote and read it; a version 2 daemon's superblock refuses that

@@ -72,10 +72,13 @@ func PutChunk(b, data []byte) int {
 // fills; it returns that space.
 func ChunkPayload(b []byte) []byte { return b[chunkHeader:ChunkSize] }
 
-// SealChunk sets the count of a Chunk whose payload the daemon filled.
+// SealChunk sets the count of a Chunk whose payload the daemon filled
+// with n bytes, and clears the rest: the whole chunk goes back to the
+// caller, and its buffer may hold anything before.
 func SealChunk(b []byte, n int) {
 	binary.LittleEndian.PutUint32(b, uint32(n))
 	clear(b[4:chunkHeader])
+	clear(b[chunkHeader+n:])
 }
 
 // OpenSession starts a control session on the mount at root: a version 2
