@@ -171,11 +171,8 @@ func TestControlWarm(t *testing.T) {
 
 	release := s.Hold()
 	defer release()
-	f := openSession(t, sv.dir)
+	f := startWarmOfD(t, sv.dir)
 	defer f.Close()
-	if _, err := f.Write([]byte(`{"op":"warm","paths":["d"]}` + "\n")); err != nil {
-		t.Fatal(err)
-	}
 	r := bufio.NewReader(f)
 	next := func() (control.Event, bool) {
 		line, err := r.ReadBytes('\n')
@@ -363,11 +360,8 @@ func TestCloseCancelsControlRequests(t *testing.T) {
 	sv := serve(t, s, s.listing(), nil)
 	release := s.Hold()
 	defer release()
-	f := openSession(t, sv.dir)
+	f := startWarmOfD(t, sv.dir)
 	defer f.Close()
-	if _, err := f.Write([]byte(`{"op":"warm","paths":["d"]}` + "\n")); err != nil {
-		t.Fatal(err)
-	}
 	if ev := decodeEvent(t, mustLine(t, bufio.NewReader(f))); ev.Type != control.EventPlan {
 		t.Fatalf("the warm's first event: %+v; want its plan", ev)
 	}
@@ -382,6 +376,18 @@ func TestCloseCancelsControlRequests(t *testing.T) {
 		t.Fatal("Close did not return with a warm running on a held store")
 	}
 	oneError(t, "a request after Close", ask(t, sv.dir, `{"op":"stats"}`), "being unmounted", "")
+}
+
+// startWarmOfD opens a session on the mount at dir and sends it a warm
+// of directory d.
+func startWarmOfD(t *testing.T, dir string) io.ReadWriteCloser {
+	t.Helper()
+	f := openSession(t, dir)
+	if _, err := f.Write([]byte(`{"op":"warm","paths":["d"]}` + "\n")); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	return f
 }
 
 func mustLine(t *testing.T, r *bufio.Reader) []byte {
