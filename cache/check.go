@@ -75,6 +75,14 @@ func (c *Cache) readChecked(o *object, idx int, dst []byte, inner int64) bool {
 		if direct, err = sl.readDirect(aligned, chunkOff+from, int(n)); direct {
 			buf, own = aligned[:n], true
 		}
+	} else if !o.meta.packed() {
+		// A chunk file, read around the page cache too: the mount's pages
+		// hold the bytes once, and no copy goes through the file's.
+		aligned := c.bufs.getPooled(int(alignUp(n)))
+		defer c.bufs.put(aligned)
+		if direct, err = preadDirect(o.path, aligned, chunkOff+from, int(n)); direct {
+			buf, own = aligned[:n], true
+		}
 	}
 	if !direct {
 		if own {

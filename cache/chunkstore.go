@@ -5,9 +5,11 @@ package cache
 
 import (
 	"errors"
+	"io"
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -162,6 +164,32 @@ func (c *Cache) vanished(o *object) {
 	c.stats.verifyFailures.Add(1)
 	c.readWarn.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", o.path)
 	c.dropWhere(o, func(int, chunk) bool { return true })
+}
+
+// preadDirect reads the n bytes at off of the file at path into buf with
+// O_DIRECT, where off and buf are aligned and buf holds n rounded up; it
+// reports whether it could (false: read some other way). Bytes past the
+// file's end are not needed: a short read that covers n is whole.
+func preadDirect(path string, buf []byte, off int64, n int) (bool, error) {
+	if off%directAlign != 0 || len(buf) < int(alignUp(int64(n))) || uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%directAlign != 0 {
+		return false, nil
+	}
+	f, direct, err := openDirect(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return true, err
+	}
+	defer f.Close()
+	if !direct {
+		return false, nil
+	}
+	got, err := f.ReadAt(buf[:alignUp(int64(n))], off)
+	if got >= n {
+		return true, nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return true, err
 }
 
 func preadFull(path string, p []byte, off int64) error {

@@ -3,12 +3,15 @@ package cache
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsmount/dsmount/backend/memory"
 )
 
 // alignedBuf returns n bytes starting at a directAlign boundary. Room for
@@ -120,4 +123,51 @@ func residentPages(path string) ([]bool, error) {
 		resident[i] = v&1 != 0
 	}
 	return resident, nil
+}
+
+// TestChunkFileReadsSkipThePageCache: a cached chunk of a large object is
+// read from its chunk file with O_DIRECT, as packed objects' slots are, so
+// that the bytes a mount serves sit in the page cache once (the mount's
+// pages), not also as the chunk file's.
+func TestChunkFileReadsSkipThePageCache(t *testing.T) {
+	dir := t.TempDir()
+	c := openCache(t, dir, Options{ChunkSize: 1 << 20})
+	defer c.Close()
+	mem := memory.New()
+	s := c.Source(mem)
+	rng := rand.New(rand.NewPCG(61, 62))
+	want := randBytes(rng, 2<<20+12345)
+	obj := mem.Put("large", want)
+	readAll(t, s, obj) // fetched and stored
+	c.commits.barrier()
+	o, err := c.existing(metaOf(s.id, obj, c.chunkSize))
+	if err != nil || o == nil || o.meta.packed() {
+		t.Fatalf("the object is not cached in a chunk file (%v)", err)
+	}
+	f, err := os.Open(o.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	f.Close()
+	if got := readAll(t, s, obj); !bytes.Equal(got, want) {
+		t.Fatal("the cached object reads back wrong")
+	}
+	resident, err := residentPages(o.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, direct, err := openDirect(o.path, os.O_RDONLY, 0); err != nil || !direct {
+		t.Logf("%s has no O_DIRECT (%v): only the bytes are checked", dir, err)
+		return
+	}
+	n := 0
+	for _, r := range resident[:len(want)/directAlign] { // the unaligned tail may be resident
+		if r {
+			n++
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d pages of the chunk file are in the page cache after reading it from the cache; want none", n)
+	}
 }
