@@ -98,6 +98,9 @@ type Mount struct {
 	pushed  atomic.Int64
 	push    pusher
 	batched batchedReads
+	// readsActive counts the READs being served: a batched READ pays
+	// off only beside others (readbatch.go).
+	readsActive atomic.Int64
 	// requests are the control requests running (control.go).
 	requests controlRequests // batched READs of small cached files (readbatch.go)
 

@@ -226,6 +226,8 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 	}
 	// Two calls, not a func value chosen first: a method value of an
 	// interface may cost an allocation per read.
+	n.m.readsActive.Add(1)
+	defer n.m.readsActive.Add(-1)
 	var got int
 	var err error
 	if n.seq != nil && n.seq.Observe(off, int64(len(dest))) {

@@ -22,7 +22,9 @@ import (
 // Only a whole file's first READ goes this way, of a file of at most
 // readBatchMax bytes that is cached: the READ each small file costs. A
 // file a fetch ahead of its reader left in memory (the cache's staging
-// area) is copied from there instead. A
+// area) is copied from there instead. A READ with no other READ being
+// served beside it is read the plain way too: nothing would share its
+// system call. A
 // file not cached, a larger one, a READ of part of a file, and every READ
 // where the kernel offers no asynchronous O_DIRECT reads, are read the
 // plain way (Source.ReadAt).
@@ -69,6 +71,12 @@ func (m *Mount) readBatched(obj backend.Object, dest []byte) (int, bool) {
 	}
 	if n, ok := m.src.ReadStaged(obj, dest); ok {
 		return n, true
+	}
+	// A READ alone (readers that work between reads) would pay the trip
+	// to the read goroutine and an io_submit for nothing shared: its own
+	// pread costs less.
+	if m.readsActive.Load() < 2 {
+		return 0, false
 	}
 	r := &m.batched
 	req := &batchedRead{obj: obj, dest: dest, done: make(chan struct{})}

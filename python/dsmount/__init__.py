@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .staging import StagingLoader
 
 #: The package's version (the one in its metadata: pyproject.toml reads it here).
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: The names that need torch, and the module of each.
 _TORCH_NAMES = {"DistributedOrderedSampler": "distributed", "StagingLoader": "staging"}
