@@ -112,8 +112,9 @@
 // goroutine per mount, started by the first and stopped by Close (which
 // answers every READ queued first), owns a cache.Batch; each handler
 // queues its READ and waits for its answer on a channel, with no thread
-// blocked on the disk. Any other READ, or one the batch turns away, is
-// read by the handler itself (Source.ReadAt).
+// blocked on the disk. Any other READ, one with no other READ being
+// served beside it, or one the batch turns away, is read by the handler
+// itself (Source.ReadAt).
 //
 // # Errors
 //
