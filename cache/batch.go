@@ -339,3 +339,25 @@ func (b *Batch) Close() {
 	unix.Munmap(b.mem)
 	b.ev.Close()
 }
+
+// ReadStaged copies the whole of obj, a one-chunk object, into p from the
+// staging area, where a fetch ahead of its reader left it, and reports
+// whether it was there. Reading it from the cache disk instead (a
+// batched read) would go to the disk for bytes in memory.
+func (s *Source) ReadStaged(obj backend.Object, p []byte) (int, bool) {
+	c := s.c
+	if obj.Size <= 0 || obj.Size > c.chunkSize || int64(len(p)) < obj.Size {
+		return 0, false
+	}
+	o, err := c.existing(metaOf(s.id, obj, c.chunkSize))
+	if err != nil || o == nil {
+		return 0, false
+	}
+	n := int(obj.Size)
+	if !c.staged.take(chunkID{o.id, 0}, p[:n], 0) {
+		return 0, false
+	}
+	c.stats.hit(n)
+	s.stats.hit(n)
+	return n, true
+}

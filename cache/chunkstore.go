@@ -5,11 +5,9 @@ package cache
 
 import (
 	"errors"
-	"io"
 	"os"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -171,7 +169,7 @@ func (c *Cache) vanished(o *object) {
 // reports whether it could (false: read some other way). Bytes past the
 // file's end are not needed: a short read that covers n is whole.
 func preadDirect(path string, buf []byte, off int64, n int) (bool, error) {
-	if off%directAlign != 0 || len(buf) < int(alignUp(int64(n))) || uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%directAlign != 0 {
+	if !directReadable(buf, off, n) {
 		return false, nil
 	}
 	f, direct, err := openDirect(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
@@ -182,14 +180,7 @@ func preadDirect(path string, buf []byte, off int64, n int) (bool, error) {
 	if !direct {
 		return false, nil
 	}
-	got, err := f.ReadAt(buf[:alignUp(int64(n))], off)
-	if got >= n {
-		return true, nil
-	}
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return true, err
+	return true, readDirectAt(f, buf, off, n)
 }
 
 func preadFull(path string, p []byte, off int64) error {

@@ -5,14 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -349,22 +347,15 @@ func (p *pack) directFile() *os.File {
 // the pack is missing): the caller reads it buffered, which reports a
 // missing pack.
 func (sl slot) readDirect(buf []byte, off int64, n int) (bool, error) {
-	if off%directAlign != 0 || len(buf) < int(alignUp(int64(n))) || uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%directAlign != 0 {
+	if !directReadable(buf, off, n) {
 		return false, nil
 	}
 	f := sl.p.directFile()
 	if f == nil {
 		return false, nil
 	}
-	got, err := f.ReadAt(buf[:alignUp(int64(n))], sl.off+off)
-	if got >= n {
-		// The slot's padding may run past the pack's end.
-		return true, nil
-	}
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return true, err
+	// The slot's padding may run past the pack's end.
+	return true, readDirectAt(f, buf, sl.off+off, n)
 }
 
 // readAt reads len(dst) bytes of the slot at off within it.

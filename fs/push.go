@@ -97,12 +97,8 @@ type pushReq struct {
 // pusher is a mount's push goroutine and its queue. Invariant: the
 // goroutine runs from the first Push until Close.
 type pusher struct {
-	start  sync.Once
-	queue  chan pushReq
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	mu     sync.Mutex // guards closed against a start after Close
-	closed bool
+	loop
+	queue chan pushReq
 }
 
 // Push queues file ref (a tree index, as declared orders name files) to
@@ -112,17 +108,14 @@ type pusher struct {
 func (m *Mount) Push(ref uint32, done func(pushed bool)) bool {
 	p := &m.push
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.closed {
-		p.mu.Unlock()
 		return false
 	}
-	p.start.Do(func() {
+	if p.queue == nil {
 		p.queue = make(chan pushReq, pushQueue)
-		p.quit = make(chan struct{})
-		p.wg.Add(1)
-		go m.pushLoop()
-	})
-	p.mu.Unlock()
+	}
+	p.startLocked(m.pushLoop)
 	select {
 	case p.queue <- pushReq{ref, done}:
 		return true
@@ -136,16 +129,8 @@ func (m *Mount) Push(ref uint32, done func(pushed bool)) bool {
 // Source closes).
 func (m *Mount) Close() {
 	m.requests.close()
-	m.closeReads()
-	p := &m.push
-	p.mu.Lock()
-	p.closed = true
-	started := p.quit != nil
-	p.mu.Unlock()
-	if started {
-		close(p.quit)
-		p.wg.Wait()
-	}
+	m.batched.stop()
+	m.push.stop()
 }
 
 // pushTag is what a batched read carries back: the node to fill and the
@@ -161,7 +146,6 @@ type pushTag struct {
 // file on its own (cache.Source.ReadCached).
 func (m *Mount) pushLoop() {
 	p := &m.push
-	defer p.wg.Done()
 	// The thread is the push's alone, and ends with it (a goroutine that
 	// exits locked takes its thread along), so its priority goes nowhere
 	// else.

@@ -1,8 +1,6 @@
 package fs
 
 import (
-	"sync"
-
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
 )
@@ -51,32 +49,25 @@ type batchedRead struct {
 // goroutine runs from the first batched READ until Close, and every
 // request queued is answered (done closed) before it returns.
 type batchedReads struct {
-	mu          sync.Mutex // guards the fields below, and the sends to queue
+	loop
 	queue       chan *batchedRead
-	quit        chan struct{}
-	wg          sync.WaitGroup
-	closed      bool
-	unavailable bool // no batch here: every READ is read the plain way
+	unavailable bool // no batch here: every READ is read the plain way; under mu
 }
 
 // readBatched reads obj, a whole small cached file, into dest through
 // the mount's batch. It returns false, having read nothing, where the
 // READ is to be read the plain way.
 func (m *Mount) readBatched(obj backend.Object, dest []byte) (int, bool) {
-	// One chunk (the batch reads packed objects alone), cached: else the
-	// READ would only make the trip to the read goroutine and back.
-	if obj.Size <= 0 || obj.Size > readBatchMax || int64(len(dest)) < obj.Size ||
+	// A READ alone (readers that work between reads) would pay the trip
+	// to the read goroutine and an io_submit for nothing shared: its own
+	// pread costs less. One chunk (the batch reads packed objects alone),
+	// cached: else the READ would only make the trip and come back.
+	if m.readsActive.Load() < 2 || obj.Size <= 0 || obj.Size > readBatchMax || int64(len(dest)) < obj.Size ||
 		m.src.ChunkLen(obj, 0) != obj.Size || !m.src.ChunkCached(obj, 0) {
 		return 0, false
 	}
 	if n, ok := m.src.ReadStaged(obj, dest); ok {
 		return n, true
-	}
-	// A READ alone (readers that work between reads) would pay the trip
-	// to the read goroutine and an io_submit for nothing shared: its own
-	// pread costs less.
-	if m.readsActive.Load() < 2 {
-		return 0, false
 	}
 	r := &m.batched
 	req := &batchedRead{obj: obj, dest: dest, done: make(chan struct{})}
@@ -94,9 +85,7 @@ func (m *Mount) readBatched(obj backend.Object, dest []byte) (int, bool) {
 			return 0, false
 		}
 		r.queue = make(chan *batchedRead, 4*readBatchDepth)
-		r.quit = make(chan struct{})
-		r.wg.Add(1)
-		go m.readLoop(batch)
+		r.startLocked(func() { m.readLoop(batch) })
 	}
 	select {
 	case r.queue <- req:
@@ -109,27 +98,12 @@ func (m *Mount) readBatched(obj backend.Object, dest []byte) (int, bool) {
 	return req.n, req.ok
 }
 
-// closeReads stops the mount's read goroutine, once every READ queued is
-// answered.
-func (m *Mount) closeReads() {
-	r := &m.batched
-	r.mu.Lock()
-	r.closed = true
-	started := r.quit != nil
-	r.mu.Unlock()
-	if started {
-		close(r.quit)
-		r.wg.Wait()
-	}
-}
-
 // readLoop serves the mount's batched READs: it takes requests while the
 // batch has room, sends their reads to the disk together, and answers
 // each as it finishes. A request the batch won't take (its file dropped
 // or moved meanwhile) is answered at once, to be read the plain way.
 func (m *Mount) readLoop(batch *cache.Batch) {
 	r := &m.batched
-	defer r.wg.Done()
 	defer batch.Close()
 	failed := false // the batch failed: every READ goes the plain way
 	for {
