@@ -9,6 +9,7 @@
 //
 //	go run ./bench pipeline [--isolate-backend] [--images 6000] [--workers 1,2,4,7]
 //	    [--systems local,declared,undeclared,rclone,s3fs] [--series-epochs 4] [--series-workers 4]
+//	    [--disk-epochs 2]
 //	    [--plot docs/pipeline.png] [--json docs/pipeline.json]
 //
 // The images are real JPEGs (python/tests/gen_images.py: 256 classes,
@@ -27,6 +28,14 @@
 // and a quarter of the images) whose page cache is emptied between
 // epochs; per epoch it reports images/s and the hit rate, 1 - (bytes MinIO
 // sent during the epoch / the images' bytes).
+//
+// The cache-disk pass (disk.go) is what a dataset larger than RAM reads
+// once it is cached: per dsmount system one mount warmed with every image,
+// every image stat'ed once, then --disk-epochs rounds of one epoch per
+// system and one on the local copy, each after drop_caches 1 (pages, not
+// inodes) in a memory cgroup limited as the series' is, so that the images come from the cache disk through the daemon (or
+// from the local disk) and each ratio is against the local copy's epoch of
+// the same round.
 //
 // The tables go to stdout; the results as JSON to --json, and a plot of
 // them (python/tests/plot_pipeline.py) to --plot, both relative to the

@@ -31,6 +31,7 @@ type config struct {
 	isolate                     bool
 	systems                     []string // table names, in systemFlags' order
 	seriesEpochs, seriesWorkers int
+	diskEpochs                  int
 	plot, json                  string
 }
 
@@ -50,6 +51,7 @@ func parseFlags(args []string) (config, error) {
 	systems := fs.String("systems", strings.Join(names, ","), "comma-separated systems to run, of "+strings.Join(names, ", "))
 	fs.IntVar(&c.seriesEpochs, "series-epochs", 4, "epochs of the half-cache series (0: no series)")
 	fs.IntVar(&c.seriesWorkers, "series-workers", 4, "DataLoader num_workers of the half-cache series")
+	fs.IntVar(&c.diskEpochs, "disk-epochs", 2, "rounds of the cache-disk pass: fully cached mounts, every epoch after drop_caches with the pipeline's page cache bounded to a quarter of the images, beside the local copy under the same bound (0: none)")
 	fs.StringVar(&c.plot, "plot", "docs/pipeline.png", `PNG plot of the results, relative to the repository root ("": none)`)
 	fs.StringVar(&c.json, "json", "docs/pipeline.json", `the results as JSON, relative to the repository root ("": none)`)
 	if err := cli.Parse(fs, args); err != nil {
@@ -71,9 +73,10 @@ func parseFlags(args []string) (config, error) {
 	if c.systems, err = parseSystems(*systems); err != nil {
 		return c, err
 	}
-	series := false
+	series, disk := false, false
 	for _, s := range c.systems {
 		series = series || inSeries(s)
+		disk = disk || inDisk(s)
 	}
 	switch {
 	case c.classes < 1 || c.images < c.classes:
@@ -86,8 +89,10 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("--series-epochs %d: want 0 to 100", c.seriesEpochs)
 	case c.seriesWorkers < 0 || c.seriesWorkers > 64:
 		return c, fmt.Errorf("--series-workers %d: want 0 to 64", c.seriesWorkers)
-	case len(c.workers) == 0 && (c.seriesEpochs == 0 || !series):
-		return c, errors.New("nothing to run: no --workers, and no series (--series-epochs 0, or none of declared, undeclared, rclone in --systems)")
+	case c.diskEpochs < 0 || c.diskEpochs > 100:
+		return c, fmt.Errorf("--disk-epochs %d: want 0 to 100", c.diskEpochs)
+	case len(c.workers) == 0 && (c.seriesEpochs == 0 || !series) && (c.diskEpochs == 0 || !disk):
+		return c, errors.New("nothing to run: no --workers, no series (--series-epochs 0, or none of declared, undeclared, rclone in --systems) and no cache-disk pass (--disk-epochs 0, or neither declared nor undeclared in --systems)")
 	}
 	return c, nil
 }
@@ -192,6 +197,9 @@ func Main(args []string) error {
 	}
 	if cfg.seriesEpochs > 0 && slices.ContainsFunc(cfg.systems, inSeries) {
 		res.Series = b.series()
+	}
+	if cfg.diskEpochs > 0 && slices.ContainsFunc(cfg.systems, inDisk) {
+		res.Disk = b.disk()
 	}
 	report(res)
 	if err := writeOutputs(repo, b.work, cfg, res); err != nil {

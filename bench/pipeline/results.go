@@ -25,6 +25,7 @@ type results struct {
 	Workers []int         `json:"workers"`
 	Table   []tableRow    `json:"table"`
 	Series  *seriesResult `json:"series,omitempty"`
+	Disk    *diskResult   `json:"cache_disk,omitempty"`
 }
 
 // tableRow is one system and worker count of the cold/hot table.

@@ -84,7 +84,7 @@ type seriesResult struct {
 func (b *bench) series() *seriesResult {
 	c := b.cfg
 	res := &seriesResult{Workers: c.seriesWorkers, Epochs: c.seriesEpochs, CacheBytes: b.bytes / 2}
-	res.AnonPeak, res.MappedPeak = b.pipelineNeed()
+	res.AnonPeak, res.MappedPeak = b.need()
 	res.MemLimit = res.AnonPeak + res.MappedPeak + b.bytes/4
 	cli.Logf("series: caches of %.1f MB (half the images); the pipeline's anonymous memory peaked at %.0f MB and its mapped files at %.0f MB, so its cgroup's limit is %.0f MB (those and a quarter of the images)",
 		float64(res.CacheBytes)/1e6, float64(res.AnonPeak)/1e6, float64(res.MappedPeak)/1e6, float64(res.MemLimit)/1e6)

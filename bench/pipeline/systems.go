@@ -46,7 +46,10 @@ type bench struct {
 	bin        string // dsmount
 	mc         *testenv.MinIO
 	proxy      string // host:port of toxiproxy's listener in front of MinIO
-	runs       int    // mounts made so far, for directory names
+	runs       int    // mounts and cgroups made so far, for their names
+	// The pipeline's own memory peaks (need), once measured.
+	needAnon, needMapped int64
+	needDone             bool
 }
 
 // mount is one system's tree of the images, and how to take it down.
