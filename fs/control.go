@@ -406,6 +406,8 @@ func (m *Mount) handle(ctx context.Context, req control.Request, c Caller, emit 
 		m.warm(ctx, req, c, emit)
 	case "order":
 		m.order(ctx, req, c, emit)
+	case control.OpCached:
+		m.cached(ctx, req, emit)
 	case "stats":
 		if m.statsHook == nil {
 			emit(control.Event{Type: "error", Error: "stats are not available on this mount"})

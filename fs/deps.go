@@ -67,7 +67,8 @@ type Source interface {
 	ReadStaged(obj backend.Object, p []byte) (int, bool)
 	// CachedBytes, NumChunks, ChunkLen, ChunkCached and Warm serve the
 	// control entry's warm: its plan, then a fetch of each chunk not
-	// cached, through the same flights as reads.
+	// cached, through the same flights as reads. CachedBytes also
+	// answers which files of a table are cached (cached.go).
 	CachedBytes(obj backend.Object) (int64, error)
 	NumChunks(obj backend.Object) int
 	ChunkLen(obj backend.Object, idx int) int64

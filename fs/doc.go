@@ -50,7 +50,8 @@
 // client opens ".dsmount-control.<unique>" read-only to start a session
 // (the lookup of a new name reaches the daemon even on a no-open mount),
 // sends one JSON request and takes JSON events over the session's ioctls:
-// warm (warm.go), order (order.go, to readahead) and stats. The superblock
+// warm (warm.go), order (order.go, to readahead), cached (cached.go: which
+// files of a path table the cache holds) and stats. The superblock
 // is read-only (mount.go), so that the reads the daemon serves leave the
 // kernel's attributes valid: nothing of the mount takes a write.
 //

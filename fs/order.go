@@ -89,7 +89,7 @@ func (m *Mount) order(ctx context.Context, req control.Request, c Caller, emit f
 			return
 		}
 		if err != nil {
-			fail(err)
+			fail(fmt.Errorf("order: %w", err))
 			return
 		}
 		cur, next = tableItems(t, req.Indices, res), tableItems(t, req.NextIndices, res)

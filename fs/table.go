@@ -88,14 +88,14 @@ func (m *Mount) table(req control.Request) (*pathTable, error) {
 		return nil, ErrUnknownTable
 	}
 	if got := control.TableName(req.TablePayload); got != req.Table {
-		return nil, fmt.Errorf("order: the table sent is named %s, not %s", got, req.Table)
+		return nil, fmt.Errorf("the table sent is named %s, not %s", got, req.Table)
 	}
 	paths, err := control.SplitPaths(req.TablePayload)
 	if err != nil {
 		return nil, err
 	}
 	if len(paths) > readahead.MaxDeclared {
-		return nil, fmt.Errorf("order: table: %w", readahead.ErrTooMany)
+		return nil, fmt.Errorf("table: %w", readahead.ErrTooMany)
 	}
 	t := &pathTable{name: req.Table, refs: make([]uint32, len(paths)), ids: make([]cache.ObjectID, len(paths))}
 	// A dataset's file list is nearly always sorted, as the listing is: a

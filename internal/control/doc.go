@@ -16,7 +16,7 @@
 // newer client's added fields are ignored by an old one. A change a
 // client can't ignore takes a new version.
 //
-// # Channel 1: the control entry (warm, order, stats)
+// # Channel 1: the control entry (warm, order, stats, cached)
 //
 // Any process that sees a mount talks to its daemon through the mount
 // itself, so a container given only the mount can warm and declare. A
@@ -78,6 +78,16 @@
 //
 //	→ {"op":"order","job":"resnet","end":true}
 //	← {"type":"result","order":{"job":"resnet",...,"ended":true}}
+//
+//	→ {"op":"cached","table":"b5b0b91d050b330399ad9c072cac8add","table_bytes":24}
+//	  train/a.jpg\0train/b.jpg\0           (the table: 24 bytes)
+//	← {"type":"result","cached":{"files":2,"cached":1,"bitmap":"Ag=="}}
+//
+// A "cached" request names a path table (sending it as an order does, or
+// naming one the mount has) and is answered with which of its paths are
+// files wholly in the node's cache now (CachedResult: one bit per path,
+// path i in byte i/8 under mask 1<<(i%8), base64 in JSON). A distributed
+// sampler gathers every node's answer once an epoch.
 //
 // An "error" event ends a request; its "error" is one line for a person,
 // its "code" (CodeUnknownTable, CodeUnsupportedVersion) what a program

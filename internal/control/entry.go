@@ -16,6 +16,9 @@ const (
 	OpWarm  = "warm"
 	OpOrder = "order"
 	OpStats = "stats"
+	// OpCached asks which files of a path table are wholly in the node's
+	// cache (CachedResult).
+	OpCached = "cached"
 )
 
 // Types of an Event.
@@ -42,7 +45,7 @@ const (
 type Request struct {
 	// Version is the protocol version the client speaks; 0 means 1.
 	Version int      `json:"version,omitempty"`
-	Op      string   `json:"op"`              // OpWarm, OpOrder or OpStats
+	Op      string   `json:"op"`              // OpWarm, OpOrder, OpStats or OpCached
 	Paths   []string `json:"paths,omitempty"` // warm: files or directories; order: the epoch's files in order; relative to the mount root
 	Job     string   `json:"job,omitempty"`   // order: the job's name, unique on the mount
 	Epoch   int      `json:"epoch,omitempty"` // order: the epoch Paths is the order of
@@ -59,9 +62,9 @@ type Request struct {
 	// payload after the request line instead (NUL-ended paths).
 	PathsBytes int `json:"paths_bytes,omitempty"`
 	NextBytes  int `json:"next_bytes,omitempty"`
-	// Table (order) names the path table that the indices index (see
-	// TableName); TableBytes announces the table itself in the payload
-	// (its paths, NUL-ended), after Paths and Next; IndicesBytes and
+	// Table (order, cached) names the path table that the indices index
+	// (see TableName); TableBytes announces the table itself in the
+	// payload (its paths, NUL-ended), after Paths and Next; IndicesBytes and
 	// NextIndicesBytes the epoch's and the next's indices into it, as
 	// little-endian uint32s, after the table.
 	Table            string `json:"table,omitempty"`
@@ -79,11 +82,12 @@ type Event struct {
 	Type  string `json:"type"` // EventPlan, EventProgress, EventResult or EventError
 	Error string `json:"error,omitempty"`
 	// Code names an error a client acts on (CodeUnknownTable, ...).
-	Code  string          `json:"code,omitempty"`
-	Warm  *WarmProgress   `json:"warm,omitempty"`
-	Plan  *WarmPlan       `json:"plan,omitempty"`
-	Order *OrderResult    `json:"order,omitempty"`
-	Stats json.RawMessage `json:"stats,omitempty"` // a StatsReport
+	Code   string          `json:"code,omitempty"`
+	Warm   *WarmProgress   `json:"warm,omitempty"`
+	Plan   *WarmPlan       `json:"plan,omitempty"`
+	Order  *OrderResult    `json:"order,omitempty"`
+	Cached *CachedResult   `json:"cached,omitempty"`
+	Stats  json.RawMessage `json:"stats,omitempty"` // a StatsReport
 }
 
 // WarmPlan is what a warm request covers, reported before any fetch.
@@ -126,6 +130,22 @@ type OrderResult struct {
 	// SkippedExamples names the first few skipped paths and why.
 	SkippedExamples []string `json:"skipped_examples"`
 	Ended           bool     `json:"ended,omitempty"` // an "end" request forgot the job
+}
+
+// CachedResult answers a "cached" request: which files of the table are
+// wholly in this node's cache now. Bitmap holds one bit per table path,
+// path i in byte i/8 under mask 1<<(i%8) (JSON: base64); a path that is
+// not a file of the mount is never set. A node's mounts share one cache,
+// so any mount of the dataset answers for the node.
+type CachedResult struct {
+	Files  int    `json:"files"`  // the table's paths
+	Cached int    `json:"cached"` // bits set
+	Bitmap []byte `json:"bitmap"`
+}
+
+// Has reports whether path i of the table is cached.
+func (r *CachedResult) Has(i int) bool {
+	return i >= 0 && i < r.Files && i/8 < len(r.Bitmap) && r.Bitmap[i/8]&(1<<(i%8)) != 0
 }
 
 // TableName is the name of the path table whose payload is b: the first

@@ -12,6 +12,7 @@ in the Go sources is its specification) with the standard library only.
 from __future__ import annotations
 
 import array
+import base64
 import errno
 import fcntl
 import hashlib
@@ -387,14 +388,31 @@ class Client:
                "indices_bytes": len(cur)}
         if nxt:
             req["next_indices_bytes"] = len(nxt)
+        return _order(self._with_table(req, table, cur + nxt))
+
+    def cached(self, table: PathTable) -> "CachedFiles":
+        """Return which files of ``table`` are wholly in this node's cache.
+
+        One bit per path of the table, as the daemon sees its cache now (a
+        file may be evicted or fetched the moment after). The node's
+        mounts share one cache, so any mount of the dataset answers for
+        the node. The table is sent as :meth:`declare_indices` sends it.
+        """
+        res = self._with_table({"op": "cached", "table": table.name}, table, b"")
+        return CachedFiles.from_result(_member(res, "cached"), len(table))
+
+    def _with_table(self, req: JSONObject, table: PathTable, after: bytes) -> JSONObject:
+        """Send ``req`` naming ``table`` with ``after`` (the payload's parts
+        after the table); the table too the first time, and again if the
+        daemon has forgotten it."""
         if table.name in self._tables_sent:
             try:
-                return _order(self.request(req, cur + nxt))
+                return self.request(req, after)
             except DsmountError as e:
                 if e.code != "unknown_table":
                     raise
-        req["table_bytes"] = len(table.payload)
-        res = _order(self.request(req, table.payload + cur + nxt))
+        req = dict(req, table_bytes=len(table.payload))
+        res = self.request(req, table.payload + after)
         self._tables_sent.add(table.name)
         return res
 
@@ -407,6 +425,36 @@ class Client:
     def stats(self) -> JSONObject:
         """Return the daemon's statistics (what ``dsmount stats --json`` prints)."""
         return _member(self.request({"op": "stats"}), "stats")
+
+
+class CachedFiles:
+    """Which files of a :class:`PathTable` a node's cache holds: bit ``i``
+    of ``bitmap`` (byte ``i // 8``, mask ``1 << (i % 8)``) is path ``i``."""
+
+    def __init__(self, files: int, bitmap: bytes) -> None:
+        if files < 0 or len(bitmap) != (files + 7) // 8:
+            raise DsmountError("malformed answer: a bitmap of %d bytes for %d files" % (len(bitmap), files))
+        self.files = files
+        self.bitmap = bitmap
+
+    @classmethod
+    def from_result(cls, res: JSONObject, files: int) -> "CachedFiles":
+        """Decode the daemon's ``cached`` object for a table of ``files`` paths."""
+        try:
+            got = int(res["files"])
+            bitmap = base64.b64decode(str(res["bitmap"]), validate=True)
+        except (KeyError, TypeError, ValueError) as e:
+            raise DsmountError("malformed answer to a cached request: %s" % e) from None
+        if got != files:
+            raise DsmountError("malformed answer: %d files for a table of %d" % (got, files))
+        return cls(files, bitmap)
+
+    def __contains__(self, i: object) -> bool:
+        return isinstance(i, int) and 0 <= i < self.files and bool(self.bitmap[i >> 3] & (1 << (i & 7)))
+
+    def __len__(self) -> int:
+        """How many files are cached."""
+        return sum(bin(b).count("1") for b in self.bitmap)
 
 
 def _order(result: JSONObject) -> JSONObject:

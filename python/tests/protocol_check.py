@@ -45,7 +45,7 @@ _NUL_ENDED = {"paths_bytes", "next_bytes", "table_bytes"}
 
 #: The Client methods this module covers; a new one fails
 #: test_every_client_call_is_covered until a case here drives it.
-COVERED = {"request", "declare_order", "declare_indices", "end_job", "stats"}
+COVERED = {"request", "declare_order", "declare_indices", "end_job", "stats", "cached"}
 
 _SOURCES = [os.path.join(os.path.dirname(control.__file__), name) for name in ("control.py", "sampler.py")]
 
@@ -85,6 +85,7 @@ def kind_error(value, f, where):
         "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
         "array": lambda v: isinstance(v, list),
         "map": lambda v: isinstance(v, dict),
+        "bytes": lambda v: isinstance(v, str) and _is_base64(v),
         "object": lambda v: isinstance(v, dict),
     }[k]
     if not ok(value):
@@ -103,6 +104,14 @@ def kind_error(value, f, where):
             if err:
                 return err
     return None
+
+
+def _is_base64(s):
+    try:
+        base64.b64decode(s, validate=True)
+        return True
+    except ValueError:
+        return False
 
 
 class Tracked(dict):
@@ -330,6 +339,24 @@ class CallTest(ProtocolTest):
             dict(base, epoch=1, indices=[5]),
             dict(base, epoch=2, indices=[7, 8, 9]),
             dict(base, epoch=2, table_paths=files, indices=[7, 8, 9]))
+
+    def test_cached_and_resend_on_unknown_table(self):
+        files = ["d/%d.jpg" % i for i in range(10)]
+        table = PathTable(files)
+        c, d = self.client([self.line("cached")], [SPEC["error_lines"]["unknown_table"]], [self.line("cached")])
+        got = c.cached(table)
+        self.assertEqual([i for i in range(10) if i in got], [1, 9])  # what the Go test's answer sets
+        self.assertEqual(len(got), 2)
+        self.assertNotIn(10, got)
+        got = c.cached(table)                                         # forgotten: sent again
+        self.assertEqual(len(got), 2)
+        base = {"op": "cached", "table": table.name}
+        self.check_requests(d, dict(base, table_paths=files), base, dict(base, table_paths=files))
+
+    def test_cached_answer_for_another_table_is_refused(self):
+        c, _ = self.client([self.line("cached")])
+        with self.assertRaises(DsmountError):
+            c.cached(PathTable(["a.jpg"]))  # the answer counts 10 files
 
     def test_other_errors_are_not_resent(self):
         table = PathTable(["a.jpg", "b.jpg"])
