@@ -13,17 +13,26 @@ DataLoader's sampler alone only when it is one; any other sampler,
 which shards the epoch after the wrapped sampler has declared all of it.
 See docs/frameworks.md.
 
+With ``locality=True`` (and ``batch_size``), each step's global batch is
+still exactly ``DistributedSampler``'s, but its samples go to ranks whose
+node caches them (:mod:`dsmount.locality`, docs/multinode.md).
+
 This module imports torch (``pip install dsmount[torch]``).
 """
 
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Sized
+import logging
+import os
+import socket
+from typing import Any, Iterator, List, Optional, Sized, Tuple, cast
 
 from torch.utils.data import DistributedSampler
 
 from .control import Client, JSONObject, StrPath
-from .sampler import OrderedSampler, Paths, default_job_name
+from .sampler import OrderedSampler, Paths, _initialised_distributed, default_job_name
+
+log = logging.getLogger(__name__)
 
 
 class DistributedOrderedSampler(DistributedSampler):
@@ -36,9 +45,20 @@ class DistributedOrderedSampler(DistributedSampler):
         paths, mountpoint, job, strict, declare_next, client: as for
             :class:`dsmount.OrderedSampler`. The job name defaults to
             ``host-pid-rankR``.
+        locality: split each global batch among the ranks by what their
+            nodes cache (needs ``batch_size``, torch.distributed
+            initialised, and ``paths`` a sequence). The global batches,
+            every rank's batch size and the epoch's samples stay exactly
+            ``DistributedSampler``'s; which rank reads which sample of a
+            batch changes. Every rank must iterate each epoch, as the
+            ranks gather their nodes' bitmaps then (a collective call).
+        batch_size: the DataLoader's batch size on every rank (locality).
+        node: this rank's node, as the ranks tell nodes apart (locality);
+            default: the host name and the mount's root, so that ranks
+            reading one mount share one node's cache.
 
-    Each ``iter()`` yields exactly what ``DistributedSampler`` yields for
-    this rank and epoch, after declaring it as the epoch's order and the
+    Without locality, each ``iter()`` yields exactly what
+    ``DistributedSampler`` yields for this rank and epoch, after declaring it as the epoch's order and the
     rank's share of epoch + 1 as the next (found by moving the epoch
     forward and back, as :class:`OrderedSampler` does for a
     ``DistributedSampler``). Call :meth:`set_epoch` every epoch, as
@@ -48,14 +68,73 @@ class DistributedOrderedSampler(DistributedSampler):
     def __init__(self, dataset: Sized, paths: Paths, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0, drop_last: bool = False, *,
                  mountpoint: Optional[StrPath] = None, job: Optional[str] = None, strict: bool = False,
-                 declare_next: bool = True, client: Optional[Client] = None) -> None:
+                 declare_next: bool = True, client: Optional[Client] = None, locality: bool = False,
+                 batch_size: Optional[int] = None, node: Optional[str] = None) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle,
                          seed=seed, drop_last=drop_last)
+        if locality and (batch_size is None or int(batch_size) < 1):
+            raise ValueError("DistributedOrderedSampler: locality=True needs batch_size (the DataLoader's, >= 1)")
+        self.locality = bool(locality)
+        self.batch_size = int(batch_size) if batch_size is not None else None
+        self.node = node
+        #: The ranks' nodes and the nodes' bitmaps gathered for this epoch
+        #: (None: split as DistributedSampler does).
+        self._membership: Optional[Tuple[List[int], List[Optional[bytes]]]] = None
         self.ordered = OrderedSampler(_Share(self), paths, mountpoint, job or default_job_name(self),
                                       strict=strict, declare_next=declare_next, client=client)
 
     def __iter__(self) -> Iterator[int]:
+        self._membership = self._gather() if self.locality else None
         return iter(self.ordered)
+
+    def _gather(self) -> Optional[Tuple[List[int], List[Optional[bytes]]]]:
+        """Every rank's node and every node's bitmap of cached files, or
+        None when there is no membership to gather (torch.distributed not
+        initialised, or its world is not this sampler's)."""
+        from . import locality as loc
+
+        dist = _initialised_distributed()
+        if dist is None or int(dist.get_world_size()) != self.num_replicas or int(dist.get_rank()) != self.rank:
+            return None
+        mine = (self._node_key(), self._bitmap())
+        gathered: List[Any] = [None] * self.num_replicas
+        dist.all_gather_object(gathered, mine)
+        rank_nodes, keys = loc.node_index([g[0] for g in gathered])
+        bitmaps: List[Optional[bytes]] = [None] * len(keys)
+        for (key, bm), n in zip(gathered, rank_nodes):
+            if bitmaps[n] is None:
+                bitmaps[n] = bm  # the node's lowest rank's: every rank takes the same
+        return rank_nodes, bitmaps
+
+    def _node_key(self) -> str:
+        if self.node is not None:
+            return str(self.node)
+        root = self.ordered.mountpoint
+        return "%s:%s" % (socket.gethostname(), os.path.realpath(root) if root else "")
+
+    def _bitmap(self) -> Optional[bytes]:
+        """This node's cached files over the dataset, or None (unknown)."""
+        client, table = self.ordered.client, self.ordered._path_table()
+        if client is None or table is None or len(table) != len(self.dataset):
+            return None
+        try:
+            return client.cached(table).bitmap
+        except Exception as e:  # no bitmap: the split only loses hits
+            log.warning("dsmount: rank %d: could not ask %s what it caches (splitting as if nothing): %s",
+                        self.rank, client.mountpoint, e)
+            return None
+
+    def _indices(self) -> List[int]:
+        """This rank's indices of the epoch set last."""
+        if self._membership is None:
+            return list(DistributedSampler.__iter__(self))
+        from . import locality as loc
+
+        rank_nodes, bitmaps = self._membership
+        order, num = loc.distributed_order(len(self.dataset), self.num_replicas, self.seed,
+                                           self.epoch, self.shuffle, self.drop_last)
+        assert self.batch_size is not None
+        return cast(List[int], loc.split(order, num, self.batch_size, rank_nodes, bitmaps, self.rank).tolist())
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch the next ``iter()`` shuffles and declares."""
@@ -96,8 +175,7 @@ class _Share:
         self._owner = owner
 
     def __iter__(self) -> Iterator[int]:
-        indices: List[int] = list(DistributedSampler.__iter__(self._owner))
-        return iter(indices)
+        return iter(self._owner._indices())
 
     def __len__(self) -> int:
         return int(DistributedSampler.__len__(self._owner))

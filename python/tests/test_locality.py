@@ -1,0 +1,219 @@
+"""dsmount.locality: the cache-aware split keeps DistributedSampler's global
+batches exactly, gives every rank exactly its batch size, covers the epoch
+as DistributedSampler does, and serves from the nodes' caches."""
+
+import json
+import os
+import random
+import unittest
+from collections import Counter
+
+try:
+    import numpy as np
+    import torch
+    from torch.utils.data import DistributedSampler
+except ImportError:  # pragma: no cover - the suite installs both
+    torch = None
+
+if torch is not None:
+    from dsmount import locality
+
+
+def ds_batches(n, world, seed, epoch, shuffle, drop_last, batch):
+    """DistributedSampler's per-rank lists and its global batches (as
+    Counters), for a DataLoader of batch size ``batch`` on every rank."""
+    lists = []
+    for r in range(world):
+        s = DistributedSampler(range(n), num_replicas=world, rank=r, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        s.set_epoch(epoch)
+        lists.append(list(s))
+    steps = (len(lists[0]) + batch - 1) // batch
+    return lists, [Counter(x for l in lists for x in l[k * batch:(k + 1) * batch]) for k in range(steps)]
+
+
+def bitmap_of(indices, n):
+    b = bytearray((n + 7) // 8)
+    for i in indices:
+        b[i >> 3] |= 1 << (i & 7)
+    return bytes(b)
+
+
+@unittest.skipIf(torch is None, "needs torch and numpy")
+class DistributedOrderTest(unittest.TestCase):
+    def test_matches_distributed_sampler(self):
+        for n in (1, 7, 64, 1000, 1001):
+            for world in (1, 3, 4, 8):
+                for drop_last in (False, True):
+                    for shuffle in (True, False):
+                        if drop_last and n < world:
+                            continue
+                        with self.subTest(n=n, world=world, drop_last=drop_last, shuffle=shuffle):
+                            order, num = locality.distributed_order(n, world, 5, 2, shuffle, drop_last)
+                            lists, _ = ds_batches(n, world, 5, 2, shuffle, drop_last, 1)
+                            for r in range(world):
+                                self.assertEqual(order[r::world].tolist(), lists[r])
+                            self.assertEqual(num, len(lists[0]))
+
+
+@unittest.skipIf(torch is None, "needs torch and numpy")
+class SplitTest(unittest.TestCase):
+    def check_exact(self, n, nodes, per_node, batch, seed, epoch, drop_last, bitmaps):
+        rank_nodes = [r // per_node for r in range(nodes * per_node)]
+        random.Random(seed).shuffle(rank_nodes)  # ranks of a node need not be adjacent
+        world = len(rank_nodes)
+        order, num = locality.distributed_order(n, world, seed, epoch, True, drop_last)
+        got = [locality.split(order, num, batch, rank_nodes, bitmaps, r) for r in range(world)]
+        lists, want = ds_batches(n, world, seed, epoch, True, drop_last, batch)
+        for r in range(world):
+            self.assertEqual(len(got[r]), len(lists[r]), "rank %d's epoch" % r)
+        for k, w in enumerate(want):
+            parts = [got[r][k * batch:(k + 1) * batch].tolist() for r in range(world)]
+            sizes = {len(p) for p in parts}
+            self.assertEqual(sizes, {len(lists[0][k * batch:(k + 1) * batch])}, "step %d: every rank's batch size" % k)
+            self.assertEqual(Counter(x for p in parts for x in p), w, "step %d: the global batch" % k)
+        self.assertEqual(Counter(x for g in got for x in g.tolist()), Counter(x for l in lists for x in l), "the epoch")
+        return got, rank_nodes
+
+    def test_global_batches_are_distributed_samplers(self):
+        rnd = random.Random(1)
+        cases = 0
+        for n in (5, 100, 257, 1000, 2053):
+            for nodes, per_node in ((1, 1), (2, 1), (4, 1), (3, 2), (4, 2), (8, 1)):
+                for batch in (1, 3, 8, 32):
+                    for drop_last in (False, True):
+                        world = nodes * per_node
+                        if drop_last and n < world:
+                            continue
+                        seed = rnd.randrange(1000)
+                        # Some nodes know nothing, others a random part,
+                        # some overlapping.
+                        bitmaps = [None if rnd.random() < 0.2 else
+                                   bitmap_of(rnd.sample(range(n), rnd.randrange(n + 1)), n) for _ in range(nodes)]
+                        with self.subTest(n=n, nodes=nodes, per_node=per_node, batch=batch, drop_last=drop_last, seed=seed):
+                            self.check_exact(n, nodes, per_node, batch, seed, rnd.randrange(5), drop_last, bitmaps)
+                            cases += 1
+        self.assertGreater(cases, 200)
+
+    def test_disjoint_shares_are_read_where_cached(self):
+        # Four nodes each caching its home quarter: nearly every read is
+        # local (the rest: a node's share of a batch beyond its room).
+        n, nodes, batch = 10000, 4, 64
+        home = locality.home_nodes(np.arange(n), nodes)
+        bitmaps = [bitmap_of(np.flatnonzero(home == m).tolist(), n) for m in range(nodes)]
+        got, rank_nodes = self.check_exact(n, nodes, 1, batch, 3, 1, False, bitmaps)
+        local = sum(int(np.count_nonzero(home[g] == rank_nodes[r])) for r, g in enumerate(got))
+        self.assertGreater(local / sum(len(g) for g in got), 0.9)
+
+    def test_cold_epoch_reads_home_shares(self):
+        n, nodes = 4000, 4
+        got, rank_nodes = self.check_exact(n, nodes, 2, 16, 7, 0, False, [None] * nodes)
+        home = locality.home_nodes(np.arange(n), nodes)
+        at_home = sum(int(np.count_nonzero(home[g] == rank_nodes[r])) for r, g in enumerate(got))
+        self.assertGreater(at_home / n, 0.9)
+
+    def test_bad_arguments(self):
+        order, num = locality.distributed_order(10, 2, 0, 0)
+        with self.assertRaises(ValueError):
+            locality.split(order, num, 0, [0, 0], [None], 0)
+        with self.assertRaises(ValueError):
+            locality.split(order, num, 2, [0, 1], [None], 0)  # node 1 has no bitmap slot
+        with self.assertRaises(ValueError):
+            locality.split(order[:-1], num, 2, [0, 0], [None], 0)
+        with self.assertRaises(ValueError):
+            locality.distributed_order(0, 2, 0, 0)
+
+    def test_node_index(self):
+        self.assertEqual(locality.node_index(["b", "a", "b", "c"]), ([0, 1, 0, 2], ["b", "a", "c"]))
+
+
+
+
+class _FakeClient:
+    """A node's control client: answers cached() with the node's bitmap and
+    records declarations."""
+
+    def __init__(self, bitmap, n):
+        self.mountpoint = "/mnt/fake"
+        self.bitmap, self.n = bitmap, n
+        self.declared = []
+
+    def cached(self, table):
+        from dsmount import CachedFiles
+        return CachedFiles(len(table), self.bitmap)
+
+    def declare_indices(self, job, epoch, table, indices, next_indices=None):
+        self.declared.append((epoch, list(indices), list(next_indices or [])))
+        return {"declared": len(self.declared[-1][1])}
+
+    def end_job(self, job):
+        return True
+
+
+def _rank_main(rank, world, port, n, batch, nodes_of, out):
+    import torch.distributed as dist
+    from dsmount import DistributedOrderedSampler
+
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
+    try:
+        nodes = max(nodes_of) + 1
+        home = locality.home_nodes(np.arange(n), nodes)
+        client = _FakeClient(bitmap_of(np.flatnonzero(home == nodes_of[rank]).tolist(), n), n)
+        s = DistributedOrderedSampler(range(n), ["d/%d" % i for i in range(n)], client=client, seed=11,
+                                      locality=True, batch_size=batch, node="node%d" % nodes_of[rank])
+        epochs = []
+        for e in range(2):
+            s.set_epoch(e)
+            epochs.append(list(s))
+        with open(out, "w") as f:
+            json.dump({"epochs": epochs, "declared": client.declared}, f)
+    finally:
+        dist.destroy_process_group()
+
+
+@unittest.skipIf(torch is None, "needs torch and numpy")
+class SamplerTest(unittest.TestCase):
+    def test_ranks_over_gloo_split_each_global_batch_by_locality(self):
+        # 4 ranks on 2 nodes, over torch.distributed (gloo on 127.0.0.1):
+        # every rank gathers the nodes' bitmaps and yields its share; the
+        # shares of each step make DistributedSampler's global batch, most
+        # samples are read on the node that caches them, and each rank
+        # declares what it yields (and, as next, what it yields next).
+        import multiprocessing as mp
+        import socket
+        import tempfile
+
+        n, batch, nodes_of = 1000, 16, [0, 1, 0, 1]
+        world = len(nodes_of)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        with tempfile.TemporaryDirectory() as d:
+            outs = [os.path.join(d, "rank%d.json" % r) for r in range(world)]
+            ctx = mp.get_context("spawn")
+            procs = [ctx.Process(target=_rank_main, args=(r, world, port, n, batch, nodes_of, outs[r])) for r in range(world)]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join(120)
+                self.assertEqual(p.exitcode, 0)
+            res = []
+            for o in outs:
+                with open(o) as f:
+                    res.append(json.load(f))
+        home = locality.home_nodes(np.arange(n), 2)
+        for e in range(2):
+            lists, want = ds_batches(n, world, 11, e, True, False, batch)
+            for k, w in enumerate(want):
+                got = Counter(x for r in res for x in r["epochs"][e][k * batch:(k + 1) * batch])
+                self.assertEqual(got, w, "epoch %d step %d" % (e, k))
+            local = sum(int(np.count_nonzero(home[np.array(r["epochs"][e])] == nodes_of[i])) for i, r in enumerate(res))
+            self.assertGreater(local / sum(len(r["epochs"][e]) for r in res), 0.85, "epoch %d" % e)
+        for r in res:
+            self.assertEqual([x[0] for x in r["declared"]], [0, 1])
+            self.assertEqual(r["declared"][0][1], r["epochs"][0])
+            self.assertEqual(r["declared"][1][1], r["epochs"][1])
+            self.assertEqual(r["declared"][0][2], r["epochs"][1])  # the next epoch, from the same bitmaps
+
+
+if __name__ == "__main__":
+    unittest.main()
