@@ -11,6 +11,7 @@ import (
 	"github.com/dsmount/dsmount/bench/hot"
 	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/bench/jobs"
+	"github.com/dsmount/dsmount/bench/nodes"
 	"github.com/dsmount/dsmount/bench/order"
 	"github.com/dsmount/dsmount/bench/pipeline"
 	"github.com/dsmount/dsmount/bench/scale"
@@ -35,6 +36,7 @@ func subcommands() []subcommand {
 		{"store", store.Summary, store.Main},
 		{"jobs", jobs.Summary, jobs.Main},
 		{"pipeline", pipeline.Summary, pipeline.Main},
+		{"nodes", nodes.Summary, nodes.Main},
 		{"scale", scale.Summary, scale.Main},
 	}
 }

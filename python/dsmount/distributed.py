@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from typing import Any, Iterator, List, Optional, Sized, Tuple, cast
+from typing import Any, Iterator, List, Optional, Sized, cast
 
 from torch.utils.data import DistributedSampler
 
-from .control import Client, JSONObject, StrPath
+from .control import Client, DsmountError, JSONObject, StrPath
 from .sampler import OrderedSampler, Paths, _initialised_distributed, default_job_name
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,12 @@ class DistributedOrderedSampler(DistributedSampler):
             raise ValueError("DistributedOrderedSampler: locality=True needs batch_size (the DataLoader's, >= 1)")
         self.locality = bool(locality)
         self.batch_size = int(batch_size) if batch_size is not None else None
+        if locality:
+            self._check_world()
         self.node = node
-        #: The ranks' nodes and the nodes' bitmaps gathered for this epoch
-        #: (None: split as DistributedSampler does).
-        self._membership: Optional[Tuple[List[int], List[Optional[bytes]]]] = None
+        #: The split's plan gathered for this epoch (None: split as
+        #: DistributedSampler does).
+        self._membership: Optional[Any] = None  # a locality.Plan
         self.ordered = OrderedSampler(_Share(self), paths, mountpoint, job or default_job_name(self),
                                       strict=strict, declare_next=declare_next, client=client)
 
@@ -87,24 +89,43 @@ class DistributedOrderedSampler(DistributedSampler):
         self._membership = self._gather() if self.locality else None
         return iter(self.ordered)
 
-    def _gather(self) -> Optional[Tuple[List[int], List[Optional[bytes]]]]:
-        """Every rank's node and every node's bitmap of cached files, or
-        None when there is no membership to gather (torch.distributed not
-        initialised, or its world is not this sampler's)."""
+    def _gather(self) -> Any:
+        """The split's plan from every rank's node and every node's bitmap
+        of cached files (a locality.Plan), or None when there is no
+        membership to gather (torch.distributed not initialised)."""
         from . import locality as loc
 
         dist = _initialised_distributed()
-        if dist is None or int(dist.get_world_size()) != self.num_replicas or int(dist.get_rank()) != self.rank:
+        if dist is None:
             return None
-        mine = (self._node_key(), self._bitmap())
+        self._check_world()
+        table = self.ordered._path_table()
+        # What every rank must agree on to compute the same split.
+        terms = (len(self.dataset), self.seed, self.shuffle, self.drop_last, self.batch_size,
+                 table.name if table is not None else None)
+        mine = (self._node_key(), terms, loc.deflate(self._bitmap()))
         gathered: List[Any] = [None] * self.num_replicas
         dist.all_gather_object(gathered, mine)
+        _check_agreement([g[1] for g in gathered])
         rank_nodes, keys = loc.node_index([g[0] for g in gathered])
         bitmaps: List[Optional[bytes]] = [None] * len(keys)
-        for (key, bm), n in zip(gathered, rank_nodes):
+        for (_, _, bm), n in zip(gathered, rank_nodes):
             if bitmaps[n] is None:
                 bitmaps[n] = bm  # the node's lowest rank's: every rank takes the same
-        return rank_nodes, bitmaps
+        # One plan for this epoch and the next one declared with it.
+        return loc.Plan(len(self.dataset), rank_nodes, loc.Deflated(bitmaps))
+
+    def _check_world(self) -> None:
+        """Refuse a sampler whose world is not torch.distributed's: its
+        ranks would gather with a group of another size."""
+        dist = _initialised_distributed()
+        if dist is None:
+            return
+        world, rank = int(dist.get_world_size()), int(dist.get_rank())
+        if world != self.num_replicas or rank != self.rank:
+            raise ValueError("DistributedOrderedSampler: locality=True needs num_replicas and rank to be "
+                             "torch.distributed's (world size %d, rank %d), got %d and %d"
+                             % (world, rank, self.num_replicas, self.rank))
 
     def _node_key(self) -> str:
         if self.node is not None:
@@ -130,11 +151,10 @@ class DistributedOrderedSampler(DistributedSampler):
             return list(DistributedSampler.__iter__(self))
         from . import locality as loc
 
-        rank_nodes, bitmaps = self._membership
         order, num = loc.distributed_order(len(self.dataset), self.num_replicas, self.seed,
                                            self.epoch, self.shuffle, self.drop_last)
         assert self.batch_size is not None
-        return cast(List[int], loc.split(order, num, self.batch_size, rank_nodes, bitmaps, self.rank).tolist())
+        return cast(List[int], self._membership.split(order, num, self.batch_size, self.rank).tolist())
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch the next ``iter()`` shuffles and declares."""
@@ -164,6 +184,19 @@ class DistributedOrderedSampler(DistributedSampler):
 
     def __exit__(self, *exc: object) -> None:
         self.end()
+
+
+def _check_agreement(terms: List[Any]) -> None:
+    """Raise, on every rank alike, if the ranks' samplers disagree on what
+    the split depends on (each rank gets the same list). A rank with no
+    path table (no mount to declare to) agrees with any table."""
+    names = ("the dataset's length", "seed", "shuffle", "drop_last", "batch_size", "the dataset's paths (table)")
+    for i, name in enumerate(names):
+        known = [(r, t[i]) for r, t in enumerate(terms) if t[i] is not None or i < len(names) - 1]
+        for r, v in known[1:]:
+            if v != known[0][1]:
+                raise DsmountError("DistributedOrderedSampler: the ranks disagree on %s (rank %d: %r, rank %d: %r); "
+                                   "every rank must build its sampler alike" % (name, known[0][0], known[0][1], r, v))
 
 
 class _Share:

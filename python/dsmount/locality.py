@@ -39,7 +39,8 @@ This module needs numpy; :func:`distributed_order` needs torch.
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional, Sequence, Tuple
+import zlib
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -68,47 +69,95 @@ def distributed_order(n: int, world: int, seed: int, epoch: int, shuffle: bool =
     else:
         num_samples = math.ceil(n / world)
     total = num_samples * world
+    # The epoch in one array: int32 (half the sampler's int64, the same
+    # permutation), the permutation drawn into its head, the padding
+    # copied after it.
+    dtype = np.int32 if n < 2**31 else np.int64
+    order = np.empty(max(total, n), dtype=dtype)
     if shuffle:
         g = torch.Generator()
         g.manual_seed(seed + epoch)
-        base = torch.randperm(n, generator=g).numpy().astype(np.int64)
+        torch.randperm(n, generator=g, dtype=torch.int32 if dtype == np.int32 else torch.int64,
+                       out=torch.from_numpy(order[:n]))
     else:
-        base = np.arange(n, dtype=np.int64)
-    if total <= n:
-        order = base[:total]
-    else:
-        order = np.resize(base, total)  # repeats base from its start, as the sampler pads
+        order[:n] = np.arange(n, dtype=dtype)
+    for lo in range(n, total, n):  # padded with the head repeated, as the sampler pads
+        order[lo:lo + n] = order[:min(n, total - lo)]
+    order = order[:total]
     return order, num_samples
 
 
+def _node_dtype(nodes: int) -> Any:
+    """The smallest signed integer type holding -1 .. nodes."""
+    return np.int8 if nodes < 127 else np.int16 if nodes < 32767 else np.int32
+
+
 def home_nodes(samples: Array, nodes: int) -> Array:
-    """The home node of each sample index: a fixed hash over ``nodes``."""
-    h = (samples.astype(np.uint64) * np.uint64(_HASH)) & np.uint64(0xFFFFFFFF)
-    return (h % np.uint64(nodes)).astype(np.int64)
+    """The home node of each sample index: a fixed hash over ``nodes``
+    (computed in slices, so that a million-sample epoch needs no
+    temporary of its size)."""
+    out = np.empty(len(samples), dtype=_node_dtype(nodes))
+    for lo in range(0, len(samples), 1 << 16):
+        h = np.asarray(samples[lo:lo + (1 << 16)]).astype(np.uint32) * np.uint32(_HASH)  # wraps: mod 2^32
+        # The hash's high bits pick the node (its low ones repeat with
+        # the index's).
+        out[lo:lo + (1 << 16)] = (h.astype(np.uint64) * np.uint64(nodes)) >> np.uint64(32)
+    return out
 
 
-def holders(samples: Array, home: Array, bitmaps: Sequence[Optional[bytes]]) -> Array:
-    """For each sample, the node that should serve it from its cache, or
-    -1: its home node if that caches it, else the first node after home
-    (in node order, wrapping) that does. ``bitmaps[m]`` is node ``m``'s
-    bitmap over the dataset (bit ``i`` in byte ``i // 8``, mask
-    ``1 << (i % 8)``), or None when unknown."""
+def _all_homes(n: int, nodes: int) -> Array:
+    """home_nodes of 0 .. n-1, with no array of n indices."""
+    return home_nodes(range(n), nodes)
+
+
+def holders(n: int, home: Array, bitmaps: Sequence[Optional[bytes]]) -> Array:
+    """For each sample index below ``n``, the node that should serve it
+    from its cache, or -1: its home node (``home[i]``) if that caches it,
+    else the first node after home (in node order, wrapping) that does.
+    ``bitmaps[m]`` is node ``m``'s bitmap over the dataset (bit ``i`` in
+    byte ``i // 8``, mask ``1 << (i % 8)``), or None when unknown."""
     nodes = len(bitmaps)
-    best = np.full(samples.shape, nodes, dtype=np.int64)
-    pref = np.full(samples.shape, -1, dtype=np.int64)
-    byte, bit = samples >> 3, (samples & 7).astype(np.uint8)
+    dt = _node_dtype(nodes)
+    best = np.full(n, nodes, dtype=dt)
+    pref = np.full(n, -1, dtype=dt)
+    dist = np.empty(n, dtype=dt)
+    better = np.empty(n, dtype=bool)
     for m, bm in enumerate(bitmaps):
         if bm is None:
             continue
         arr = np.frombuffer(bm, dtype=np.uint8)
-        inside = byte < len(arr)
-        has = np.zeros(samples.shape, dtype=bool)
-        has[inside] = (arr[byte[inside]] >> bit[inside]) & 1 == 1
-        dist = (m - home) % nodes
-        better = has & (dist < best)
-        best[better] = dist[better]
-        pref[better] = m
+        if arr.size * 8 < n:  # a shorter bitmap: what it leaves out is not cached
+            arr = np.concatenate([arr, np.zeros((n + 7) // 8 - arr.size, dtype=np.uint8)])
+        has = np.unpackbits(arr, count=n, bitorder="little").view(bool)
+        np.remainder(np.subtract(dt(m), home, out=dist), dt(nodes), out=dist)  # m's distance after home
+        np.less(dist, best, out=better)
+        np.logical_and(better, has, out=better)
+        np.copyto(best, dist, where=better)
+        np.copyto(pref, dt(m), where=better)
     return pref
+
+
+class Deflated(Sequence[Optional[bytes]]):
+    """Bitmaps as sent (zlib-compressed, or None), inflated one at a time
+    as :func:`holders` reads them: a node's share of a million files is
+    160 KB a bitmap, and 64 of them at once would be 10 MB a rank."""
+
+    def __init__(self, items: Sequence[Optional[bytes]]) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        x = self.items[i]
+        return None if x is None else zlib.decompress(x)
+
+
+def deflate(bitmap: Optional[bytes]) -> Optional[bytes]:
+    """A bitmap as :class:`Deflated` takes it."""
+    return None if bitmap is None else zlib.compress(bitmap, 1)
 
 
 def _take(want: Array, room: Array) -> Array:
@@ -138,28 +187,62 @@ def split(order: Array, num_samples: int, batch: int, rank_nodes: Sequence[int],
     share of global batch ``k``, and the union of the ranks' shares of a
     batch is exactly ``DistributedSampler``'s.
     """
-    world = len(rank_nodes)
-    nodes = len(bitmaps)
-    if world < 1 or batch < 1:
-        raise ValueError("want at least 1 rank and a batch of at least 1")
-    if len(order) != num_samples * world:
-        raise ValueError("the order holds %d samples, not %d ranks of %d" % (len(order), world, num_samples))
-    node_of = np.asarray(rank_nodes, dtype=np.int64)
-    if node_of.min() < 0 or node_of.max() >= nodes:
-        raise ValueError("a rank's node is outside 0..%d" % (nodes - 1))
-    per_node = np.bincount(node_of, minlength=nodes)
-    mine = int(node_of[rank])
-    my_slot = int(np.count_nonzero(node_of[:rank] == mine))  # my place among my node's ranks
-    home = home_nodes(order, nodes)
-    pref = holders(order, home, bitmaps)
-    out = np.empty(num_samples, dtype=np.int64)
+    n = int(order.max()) + 1 if len(order) else 0
+    return Plan(n, rank_nodes, bitmaps).split(order, num_samples, batch, rank)
+
+
+class Plan:
+    """What the split of every epoch with one membership shares: each
+    sample's home node and the node to serve it from its cache (samples
+    ``0 .. n-1``; the epochs' orders index them)."""
+
+    def __init__(self, n: int, rank_nodes: Sequence[int], bitmaps: Sequence[Optional[bytes]]) -> None:
+        nodes = len(bitmaps)
+        self.node_of = np.asarray(rank_nodes, dtype=np.int64)
+        if len(self.node_of) < 1:
+            raise ValueError("want at least 1 rank")
+        if self.node_of.min() < 0 or self.node_of.max() >= nodes:
+            raise ValueError("a rank's node is outside 0..%d" % (nodes - 1))
+        self.n = n
+        self.per_node = np.bincount(self.node_of, minlength=nodes)
+        self.home = _all_homes(n, nodes)
+        self.pref = holders(n, self.home, bitmaps)
+
+    def split(self, order: Array, num_samples: int, batch: int, rank: int) -> Array:
+        """Rank ``rank``'s samples of the epoch of ``order`` (see :func:`split`)."""
+        world = len(self.node_of)
+        if batch < 1:
+            raise ValueError("want a batch of at least 1")
+        if len(order) != num_samples * world:
+            raise ValueError("the order holds %d samples, not %d ranks of %d" % (len(order), world, num_samples))
+        if len(order) and int(order.max()) >= self.n:
+            raise ValueError("the order names sample %d of a plan for %d" % (int(order.max()), self.n))
+        mine = int(self.node_of[rank])
+        my_slot = int(np.count_nonzero(self.node_of[:rank] == mine))  # my place among my node's ranks
+        out = np.empty(num_samples, dtype=np.int64)
+        for k, lo, b, take in batches(order, batch, self.per_node, self.pref, self.home):
+            ours = np.flatnonzero(take == mine)
+            out[k * batch:k * batch + b] = order[lo + ours[my_slot * b:(my_slot + 1) * b]]
+        return out
+
+
+def batches(order: Array, batch: int, per_node: Array, pref: Array, home: Array) -> Iterator[Tuple[int, int, int, Array]]:
+    """The node of every position of each global batch of ``order``:
+    yields ``(k, lo, b, take)`` for global batch ``k`` at positions
+    ``lo ..``, ``b`` samples a rank, ``take[i]`` the node that reads
+    position ``lo + i``. ``per_node[m]`` is how many ranks node ``m`` has;
+    ``pref`` and ``home`` are by sample index (:func:`holders`,
+    :func:`home_nodes`)."""
+    nodes = len(per_node)
+    world = int(per_node.sum())
     step = batch * world
     for k, lo in enumerate(range(0, len(order), step)):
         hi = min(lo + step, len(order))
         b = (hi - lo) // world
         room = per_node * b
         take = np.full(hi - lo, -1, dtype=np.int64)
-        for want in (pref[lo:hi], home[lo:hi]):
+        samples = order[lo:hi]
+        for want in (pref[samples].astype(np.int64), home[samples].astype(np.int64)):
             free = take < 0
             w = np.where(free, want, -1)
             ok = _take(w, room)
@@ -167,9 +250,7 @@ def split(order: Array, num_samples: int, batch: int, rank_nodes: Sequence[int],
             room = room - np.bincount(w[ok], minlength=nodes)
         rest = np.flatnonzero(take < 0)
         take[rest] = np.repeat(np.arange(nodes), room)
-        ours = np.flatnonzero(take == mine)
-        out[k * batch:k * batch + b] = order[lo + ours[my_slot * b:(my_slot + 1) * b]]
-    return out
+        yield k, lo, b, take
 
 
 def node_index(keys: Sequence[str]) -> Tuple[List[int], List[str]]:

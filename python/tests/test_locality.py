@@ -19,6 +19,13 @@ if torch is not None:
     from dsmount import locality
 
 
+class DependenciesTest(unittest.TestCase):
+    # The tests below must not pass by being skipped: test/run.sh installs
+    # Debian's python3-torch (and numpy with it).
+    def test_present(self):
+        self.assertIsNotNone(torch, "torch or numpy is missing")
+
+
 def ds_batches(n, world, seed, epoch, shuffle, drop_last, batch):
     """DistributedSampler's per-rank lists and its global batches (as
     Counters), for a DataLoader of batch size ``batch`` on every rank."""
@@ -138,7 +145,9 @@ class _FakeClient:
         self.declared = []
 
     def cached(self, table):
-        from dsmount import CachedFiles
+        from dsmount import CachedFiles, DsmountError
+        if self.bitmap is None:
+            raise DsmountError("/mnt/fake: the daemon does not answer")
         return CachedFiles(len(table), self.bitmap)
 
     def declare_indices(self, job, epoch, table, indices, next_indices=None):
@@ -149,40 +158,46 @@ class _FakeClient:
         return True
 
 
-def _rank_main(rank, world, port, n, batch, nodes_of, out):
+def _rank_main(rank, world, port, n, batch, nodes_of, out, mode="ok"):
+    """One rank of SamplerTest. mode "table": rank 1 lists other paths;
+    "down": node 1's daemon does not answer."""
     import torch.distributed as dist
-    from dsmount import DistributedOrderedSampler
+    from dsmount import DistributedOrderedSampler, DsmountError
 
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
     try:
         nodes = max(nodes_of) + 1
         home = locality.home_nodes(np.arange(n), nodes)
-        client = _FakeClient(bitmap_of(np.flatnonzero(home == nodes_of[rank]).tolist(), n), n)
-        s = DistributedOrderedSampler(range(n), ["d/%d" % i for i in range(n)], client=client, seed=11,
+        bitmap = bitmap_of(np.flatnonzero(home == nodes_of[rank]).tolist(), n)
+        if mode == "down" and nodes_of[rank] == 1:
+            bitmap = None
+        client = _FakeClient(bitmap, n)
+        paths = ["d/%d" % i for i in range(n)]
+        if mode == "table" and rank == 1:
+            paths = ["e/%d" % i for i in range(n)]
+        s = DistributedOrderedSampler(range(n), paths, client=client, seed=11,
                                       locality=True, batch_size=batch, node="node%d" % nodes_of[rank])
-        epochs = []
-        for e in range(2):
-            s.set_epoch(e)
-            epochs.append(list(s))
+        epochs, error = [], None
+        try:
+            for e in range(2):
+                s.set_epoch(e)
+                epochs.append(list(s))
+        except DsmountError as e:
+            error = str(e)
         with open(out, "w") as f:
-            json.dump({"epochs": epochs, "declared": client.declared}, f)
+            json.dump({"epochs": epochs, "declared": client.declared, "error": error}, f)
     finally:
         dist.destroy_process_group()
 
 
 @unittest.skipIf(torch is None, "needs torch and numpy")
 class SamplerTest(unittest.TestCase):
-    def test_ranks_over_gloo_split_each_global_batch_by_locality(self):
-        # 4 ranks on 2 nodes, over torch.distributed (gloo on 127.0.0.1):
-        # every rank gathers the nodes' bitmaps and yields its share; the
-        # shares of each step make DistributedSampler's global batch, most
-        # samples are read on the node that caches them, and each rank
-        # declares what it yields (and, as next, what it yields next).
+    def ranks(self, n, batch, nodes_of, mode="ok"):
+        """Run _rank_main on len(nodes_of) processes over gloo; their results."""
         import multiprocessing as mp
         import socket
         import tempfile
 
-        n, batch, nodes_of = 1000, 16, [0, 1, 0, 1]
         world = len(nodes_of)
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -190,7 +205,8 @@ class SamplerTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             outs = [os.path.join(d, "rank%d.json" % r) for r in range(world)]
             ctx = mp.get_context("spawn")
-            procs = [ctx.Process(target=_rank_main, args=(r, world, port, n, batch, nodes_of, outs[r])) for r in range(world)]
+            procs = [ctx.Process(target=_rank_main, args=(r, world, port, n, batch, nodes_of, outs[r], mode))
+                     for r in range(world)]
             for p in procs:
                 p.start()
             for p in procs:
@@ -200,6 +216,17 @@ class SamplerTest(unittest.TestCase):
             for o in outs:
                 with open(o) as f:
                     res.append(json.load(f))
+        return res
+
+    def test_ranks_over_gloo_split_each_global_batch_by_locality(self):
+        # 4 ranks on 2 nodes, over torch.distributed (gloo on 127.0.0.1):
+        # every rank gathers the nodes' bitmaps and yields its share; the
+        # shares of each step make DistributedSampler's global batch, most
+        # samples are read on the node that caches them, and each rank
+        # declares what it yields (and, as next, what it yields next).
+        n, batch, nodes_of = 1000, 16, [0, 1, 0, 1]
+        world = len(nodes_of)
+        res = self.ranks(n, batch, nodes_of)
         home = locality.home_nodes(np.arange(n), 2)
         for e in range(2):
             lists, want = ds_batches(n, world, 11, e, True, False, batch)
@@ -214,6 +241,156 @@ class SamplerTest(unittest.TestCase):
             self.assertEqual(r["declared"][1][1], r["epochs"][1])
             self.assertEqual(r["declared"][0][2], r["epochs"][1])  # the next epoch, from the same bitmaps
 
+    def test_ranks_disagreeing_on_the_table_all_refuse(self):
+        res = self.ranks(200, 8, [0, 1], mode="table")
+        for r in res:
+            self.assertEqual(r["epochs"], [])
+            self.assertIn("disagree on the dataset's paths", r["error"] or "")
+            self.assertNotIn("\n", r["error"])
+
+    def test_a_node_whose_daemon_is_down_caches_nothing_for_every_rank(self):
+        # Node 1's daemon does not answer: every rank splits as if node 1
+        # cached nothing, so the ranks still agree (each step's union is
+        # DistributedSampler's) and node 0 still reads its own share.
+        n, batch, nodes_of = 600, 8, [0, 1, 0, 1]
+        world = len(nodes_of)
+        res = self.ranks(n, batch, nodes_of, mode="down")
+        _, want = ds_batches(n, world, 11, 0, True, False, batch)
+        for k, w in enumerate(want):
+            self.assertEqual(Counter(x for r in res for x in r["epochs"][0][k * batch:(k + 1) * batch]), w, "step %d" % k)
+        home = locality.home_nodes(np.arange(n), 2)
+        node0 = [x for i, r in enumerate(res) if nodes_of[i] == 0 for x in r["epochs"][0]]
+        self.assertGreater(np.count_nonzero(home[np.array(node0)] == 0) / len(node0), 0.85)
+
+    def test_world_unlike_torch_distributed_is_refused(self):
+        import socket
+        import torch.distributed as dist
+        from dsmount import DistributedOrderedSampler
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
+        try:
+            with self.assertRaises(ValueError) as cm:
+                DistributedOrderedSampler(range(10), ["d/%d" % i for i in range(10)], num_replicas=2, rank=0,
+                                          client=_FakeClient(None, 10), locality=True, batch_size=2)
+            self.assertIn("world size 1", str(cm.exception))
+            with self.assertRaises(ValueError):
+                DistributedOrderedSampler(range(10), ["d/%d" % i for i in range(10)], num_replicas=1, rank=0,
+                                          client=_FakeClient(None, 10), locality=True)  # no batch_size
+        finally:
+            dist.destroy_process_group()
+
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _train_main(rank, world, port, root, n, batch, epochs, locality_on, out):
+    """One DDP rank training a small CNN (no BatchNorm) on the images
+    under root; writes its per-epoch mean losses (the global batch's,
+    all-reduced) to out."""
+    import torch.distributed as dist
+    import torch.nn as nn
+    from PIL import Image
+    from torch.utils.data import DataLoader, Dataset
+    from dsmount import DistributedOrderedSampler
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    # float64: the sums over a batch differ in order between the two runs,
+    # and SGD amplifies float32's rounding of that within a few epochs.
+    torch.set_default_dtype(torch.float64)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
+    try:
+        paths = [os.path.join(root, "%d_%d.png" % (i, i % 4)) for i in range(n)]
+
+        class Images(Dataset):
+            def __len__(self):
+                return n
+
+            def __getitem__(self, i):
+                img = np.asarray(Image.open(paths[i]), dtype=np.float64) / 255.0
+                return torch.from_numpy(img).permute(2, 0, 1), i % 4
+
+        nodes = world  # one rank a node
+        home = locality.home_nodes(np.arange(n), nodes)
+        client = _FakeClient(bitmap_of(np.flatnonzero(home == rank).tolist(), n), n)
+        client.mountpoint = root
+        sampler = DistributedOrderedSampler(Images(), paths, num_replicas=world, rank=rank, seed=3, client=client,
+                                            locality=locality_on, batch_size=batch, node="node%d" % rank)
+        loader = DataLoader(Images(), batch_size=batch, sampler=sampler)
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(128, 4))
+        ddp = nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.5)
+        losses = []
+        for e in range(epochs):
+            sampler.set_epoch(e)
+            total = torch.zeros(2, dtype=torch.float64)
+            for x, y in loader:
+                loss = nn.functional.cross_entropy(ddp(x), y, reduction="sum")
+                opt.zero_grad()
+                (loss / (len(y) * world)).backward()  # DDP averages over ranks: the global batch's mean
+                opt.step()
+                total += torch.tensor([loss.item(), len(y)], dtype=torch.float64)
+            dist.all_reduce(total)
+            losses.append(total[0].item() / total[1].item())
+        with open(out, "w") as f:
+            json.dump(losses, f)
+    finally:
+        dist.destroy_process_group()
+
+
+@unittest.skipIf(torch is None, "needs torch and numpy")
+class TrainingTest(unittest.TestCase):
+    def test_training_follows_the_same_loss_curve_with_locality_on_and_off(self):
+        # Two DDP ranks (gloo) train a small CNN without BatchNorm on
+        # synthetic images. The global batches are the same with locality
+        # on and off, and DDP averages the gradient over the global batch,
+        # so the loss curves agree up to the order of floating-point sums
+        # (in float64, to 1e-9 over three epochs).
+        import multiprocessing as mp
+        import socket
+        import tempfile
+        from PIL import Image
+
+        n, batch, epochs, world = 256, 8, 3, 2
+        rnd = np.random.default_rng(5)
+        with tempfile.TemporaryDirectory() as root:
+            for i in range(n):
+                c = i % 4
+                img = rnd.integers(0, 96, size=(16, 16, 3)) + np.array([40 * c, 160 - 40 * c, 80])
+                Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(os.path.join(root, "%d_%d.png" % (i, c)))
+            curves = {}
+            for on in (True, False):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", 0))
+                    port = sock.getsockname()[1]
+                outs = [os.path.join(root, "loss-%s-%d.json" % (on, r)) for r in range(world)]
+                ctx = mp.get_context("spawn")
+                procs = [ctx.Process(target=_train_main, args=(r, world, port, root, n, batch, epochs, on, outs[r]))
+                         for r in range(world)]
+                for p in procs:
+                    p.start()
+                for p in procs:
+                    p.join(300)
+                    self.assertEqual(p.exitcode, 0)
+                with open(outs[0]) as f:
+                    curves[on] = json.load(f)
+        on, off = curves[True], curves[False]
+        self.assertLess(on[-1], on[0] * 0.9, "the model did not learn: %s" % on)
+        for e in range(epochs):
+            self.assertAlmostEqual(on[e], off[e], delta=1e-9, msg="epoch %d: %s vs %s" % (e, on, off))
+
+
+@unittest.skipIf(torch is None, "needs torch and numpy")
+class SimulationTest(unittest.TestCase):
+    def test_simulated_nodes_hit_with_locality_and_not_without(self):
+        from . import sim_nodes
+
+        on = sim_nodes.simulate(4000, 4, 1, 32, 3, 0, True)
+        off = sim_nodes.simulate(4000, 4, 1, 32, 3, 0, False)
+        self.assertEqual(on[0], 0.0)
+        self.assertGreater(min(on[1:]), 0.9)
+        self.assertLess(max(off[1:]), 0.6)
