@@ -88,7 +88,7 @@ func (m *Mount) table(req control.Request) (*pathTable, error) {
 		return nil, ErrUnknownTable
 	}
 	if got := control.TableName(req.TablePayload); got != req.Table {
-		return nil, fmt.Errorf("the table sent is named %s, not %s", got, req.Table)
+		return nil, fmt.Errorf("the table sent is named %s, not %q", got, req.Table)
 	}
 	paths, err := control.SplitPaths(req.TablePayload)
 	if err != nil {

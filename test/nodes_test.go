@@ -19,7 +19,9 @@ import (
 // 127.0.0.1) through a real DataLoader, the ranks' page cache bounded and
 // emptied between epochs. With the locality sampler the second epoch
 // reads nearly everything from the nodes' own caches; with today's
-// DistributedOrderedSampler about half as much.
+// DistributedOrderedSampler about half as much. After the epochs the
+// nodes' caches (asked with the control protocol's "cached" request) hold
+// disjoint shares.
 func TestLocalitySamplerReadsEachNodesShare(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -61,6 +63,11 @@ func TestLocalitySamplerReadsEachNodesShare(t *testing.T) {
 			HitRate float64 `json:"hit_rate"`
 			Samples int     `json:"samples"`
 		} `json:"epochs"`
+		Shares *struct {
+			None  float64 `json:"none"`
+			Many  float64 `json:"more_than_one"`
+			Error string  `json:"error"`
+		} `json:"shares"`
 		Err string `json:"error"`
 	}
 	for _, line := range strings.Split(string(out), "\n") {
@@ -76,6 +83,11 @@ func TestLocalitySamplerReadsEachNodesShare(t *testing.T) {
 			t.Fatalf("locality %v: %+v\n%s", r.Locality, r, out)
 		}
 		hit[r.Locality] = r.Epochs[1].HitRate
+		// What the daemons answer to "cached": with locality the nodes
+		// hold disjoint shares, each file on one node.
+		if r.Locality && (r.Shares == nil || r.Shares.Error != "" || r.Shares.Many > 0.05 || r.Shares.None > 0.1) {
+			t.Errorf("with locality, the files cached on more than one node, and on none: %+v; want at most 5%% and 10%%", r.Shares)
+		}
 	}
 	if len(hit) != 2 {
 		t.Fatalf("want a run with locality and one without:\n%s", out)

@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/dsmount/dsmount/bench/internal/benchenv"
 	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -45,13 +47,26 @@ type epoch struct {
 	GETFrac float64 `json:"gets_per_file"`
 }
 
+// shares is how many nodes cache each file, as fractions of the files.
+type shares struct {
+	None     float64 `json:"none"`
+	One      float64 `json:"one"`
+	Many     float64 `json:"more_than_one"`
+	PerNode  []int   `json:"cached_per_node"`
+	QueryErr string  `json:"error,omitempty"`
+}
+
 // row is one layout and sampler.
 type row struct {
 	Layout   string  `json:"layout"`
 	Locality bool    `json:"locality"`
 	Epochs   []epoch `json:"epochs"`
 	PageMax  int64   `json:"cgroup_page_cache_max_bytes"` // the ranks' page cache at an epoch's end, at most
-	Err      string  `json:"error,omitempty"`
+	// Shares: after the last epoch, the files cached on no node, on one
+	// and on more than one, as fractions of the files (a "cached"
+	// request to every node's daemon).
+	Shares *shares `json:"shares,omitempty"`
+	Err    string  `json:"error,omitempty"`
 }
 
 func setup(t *testenv.ProgramT, c config) *env {
@@ -216,7 +231,62 @@ func (e *env) run(l layout, locality bool) (r row) {
 	if s, err := cg.Stats(); err == nil && s.OOMs > 0 {
 		r.Err = fmt.Sprintf("the OOM killer killed %d processes in the ranks' cgroup: raise --rank-memory", s.OOMs)
 	}
+	r.Shares = e.shares(mounts)
+	if sh := r.Shares; sh.QueryErr == "" {
+		cli.Logf("%s: after the last epoch, %.1f%% of the files are cached on no node, %.1f%% on one, %.1f%% on more than one (per node: %v)",
+			name, 100*sh.None, 100*sh.One, 100*sh.Many, sh.PerNode)
+	}
 	return r
+}
+
+// shares asks every node which files of the dataset it caches and counts
+// how many nodes hold each.
+func (e *env) shares(mounts []string) *shares {
+	data, err := os.ReadFile(e.list)
+	if err != nil {
+		return &shares{QueryErr: err.Error()}
+	}
+	var table []byte
+	for _, p := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		table = append(append(table, p...), 0)
+	}
+	holders := make([]int, e.files)
+	sh := &shares{}
+	for _, mp := range mounts {
+		var res *control.CachedResult
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := control.Call(ctx, mp, control.Request{Op: control.OpCached, Table: control.TableName(table), TablePayload: table},
+			func(ev control.Event) error {
+				res = ev.Cached
+				return nil
+			})
+		cancel()
+		if err == nil && (res == nil || res.Files != e.files) {
+			err = fmt.Errorf("answered %+v for %d files", res, e.files)
+		}
+		if err != nil {
+			return &shares{QueryErr: fmt.Sprintf("cached request to %s: %v", mp, err)}
+		}
+		sh.PerNode = append(sh.PerNode, res.Cached)
+		for i := range holders {
+			if res.Has(i) {
+				holders[i]++
+			}
+		}
+	}
+	for _, h := range holders {
+		switch {
+		case h == 0:
+			sh.None++
+		case h == 1:
+			sh.One++
+		default:
+			sh.Many++
+		}
+	}
+	n := float64(e.files)
+	sh.None, sh.One, sh.Many = sh.None/n, sh.One/n, sh.Many/n
+	return sh
 }
 
 func onOff(b bool) string {
@@ -250,6 +320,12 @@ func report(c config, e *env, rows []row) {
 		}
 		for _, ep := range r.Epochs {
 			fmt.Fprintf(&b, "| %s | %s | %d | %.3f | %.3f | %.1f |\n", r.Layout, onOff(r.Locality), ep.Epoch, ep.HitRate, ep.GETFrac, ep.Seconds)
+		}
+	}
+	b.WriteString("\nAfter the last epoch, the files cached on no node, one, more than one:\n\n| layout | locality | none | one | more than one |\n|---|---|---|---|---|\n")
+	for _, r := range rows {
+		if sh := r.Shares; sh != nil && sh.QueryErr == "" {
+			fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f |\n", r.Layout, onOff(r.Locality), sh.None, sh.One, sh.Many)
 		}
 	}
 	b.WriteString("\nTargets (issue 38): from the second epoch on, 4x1 hit rate ≥ 0.90 and GETs ≤ 10% of the files; 4x2 and 8x1 ≥ 0.85.\n")

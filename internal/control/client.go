@@ -3,6 +3,7 @@ package control
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,7 +55,8 @@ func (r Roots) Find(abs string) (root, rel string, err error) {
 
 // Call sends req to the daemon through a session of the mount's control
 // entry (OpenSession) and calls on for each event until the daemon is
-// done. Cancelling ctx closes the session, which cancels the request in
+// done. A TablePayload, Indices and NextIndices are sent as the request's
+// table and indices. Cancelling ctx closes the session, which cancels the request in
 // the daemon once the kernel forgets the session's entry: once a receive
 // waiting in the daemon returns (the request's next event), or at once
 // where the process exits.
@@ -69,7 +71,7 @@ func Call(ctx context.Context, root string, req Request, on func(Event) error) e
 			f.Close()
 		}
 	}()
-	payload := movePathsToPayload(&req)
+	payload := encodePayload(&req)
 	line, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -160,5 +162,26 @@ func movePathsToPayload(req *Request) []byte {
 	}
 	req.NextBytes = len(payload) - req.PathsBytes
 	req.Paths, req.Next = nil, nil
+	return payload
+}
+
+// encodePayload moves req's paths into the payload (movePathsToPayload)
+// and appends its table and indices after them, in doc.go's order,
+// setting the lengths that announce each.
+func encodePayload(req *Request) []byte {
+	payload := movePathsToPayload(req)
+	if req.TablePayload != nil {
+		req.TableBytes = len(req.TablePayload)
+		payload = append(payload, req.TablePayload...)
+	}
+	for _, ix := range []struct {
+		list []uint32
+		n    *int
+	}{{req.Indices, &req.IndicesBytes}, {req.NextIndices, &req.NextIndicesBytes}} {
+		for _, i := range ix.list {
+			payload = binary.LittleEndian.AppendUint32(payload, i)
+		}
+		*ix.n = 4 * len(ix.list)
+	}
 	return payload
 }

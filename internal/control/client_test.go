@@ -1,7 +1,10 @@
 package control
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,5 +24,36 @@ func TestAnswerErrorsAreTheDaemonsWords(t *testing.T) {
 	err = ReadAnswer(strings.NewReader("not json\n"), "/mnt/x", func(Event) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "malformed answer from /mnt/x") || errors.As(err, &de) {
 		t.Errorf("readAnswer of a line that is not JSON: %v", err)
+	}
+}
+
+// TestEncodePayloadReadsBack: what Call sends of a request with paths, a
+// table and indices is what the daemon's Buffer reads.
+func TestEncodePayloadReadsBack(t *testing.T) {
+	table := []byte("a.jpg\x00b.jpg\x00")
+	for _, req := range []Request{
+		{Op: OpOrder, Job: "j", Paths: []string{"x", "y/z"}, Next: []string{"w"}},
+		{Op: OpOrder, Job: "j", Table: TableName(table), TablePayload: table, Indices: []uint32{1, 0}, NextIndices: []uint32{0}},
+		{Op: OpOrder, Job: "j", Table: TableName(table), Indices: []uint32{7}},
+		{Op: OpCached, Table: TableName(table), TablePayload: table},
+	} {
+		want := req
+		payload := encodePayload(&req)
+		line, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b Buffer
+		if !b.Add(slices.Concat(line, []byte{'\n'}, payload)) {
+			t.Fatalf("%+v: not a whole request", want)
+		}
+		got, err := b.Request()
+		if err != nil {
+			t.Fatalf("%+v: %v", want, err)
+		}
+		if got.Op != want.Op || !slices.Equal(got.Paths, want.Paths) || !slices.Equal(got.Next, want.Next) || !bytes.Equal(got.TablePayload, want.TablePayload) ||
+			!slices.Equal(got.Indices, want.Indices) || !slices.Equal(got.NextIndices, want.NextIndices) {
+			t.Errorf("sent %+v, read %+v", want, got)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import operator
 import os
 import posixpath
 import struct
@@ -450,11 +451,18 @@ class CachedFiles:
         return cls(files, bitmap)
 
     def __contains__(self, i: object) -> bool:
-        return isinstance(i, int) and 0 <= i < self.files and bool(self.bitmap[i >> 3] & (1 << (i & 7)))
+        try:
+            j = operator.index(i)  # type: ignore[arg-type]
+        except TypeError:
+            return False
+        return 0 <= j < self.files and bool(self.bitmap[j >> 3] & (1 << (j & 7)))
 
     def __len__(self) -> int:
-        """How many files are cached."""
-        return sum(bin(b).count("1") for b in self.bitmap)
+        """How many files are cached (bits past the table's files, which
+        the daemon never sets, are not counted)."""
+        full, rest = divmod(self.files, 8)
+        n = sum(bin(b).count("1") for b in self.bitmap[:full])
+        return n + (bin(self.bitmap[full] & ((1 << rest) - 1)).count("1") if rest else 0)
 
 
 def _order(result: JSONObject) -> JSONObject:

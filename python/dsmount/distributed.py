@@ -92,32 +92,42 @@ class DistributedOrderedSampler(DistributedSampler):
     def _gather(self) -> Any:
         """The split's plan from every rank's node and every node's bitmap
         of cached files (a locality.Plan), or None when there is no
-        membership to gather (torch.distributed not initialised)."""
+        membership to gather (torch.distributed not initialised).
+
+        Two gathers over torch.distributed's whole group, with nothing
+        that can raise before them: the ranks' nodes and terms, then the
+        bitmaps, which only each node's first rank asks its daemon for.
+        A disagreement is refused after the first, on every rank alike."""
         from . import locality as loc
 
         dist = _initialised_distributed()
         if dist is None:
             return None
-        self._check_world()
+        world = int(dist.get_world_size())
         table = self.ordered._path_table()
         # What every rank must agree on to compute the same split.
         terms = (len(self.dataset), self.seed, self.shuffle, self.drop_last, self.batch_size,
-                 table.name if table is not None else None)
-        mine = (self._node_key(), terms, loc.deflate(self._bitmap()))
-        gathered: List[Any] = [None] * self.num_replicas
-        dist.all_gather_object(gathered, mine)
-        _check_agreement([g[1] for g in gathered])
-        rank_nodes, keys = loc.node_index([g[0] for g in gathered])
+                 self.epoch, self.num_replicas, table.name if table is not None else None)
+        mine = (self._node_key(), int(dist.get_rank()), self.rank, terms)
+        first: List[Any] = [None] * world
+        dist.all_gather_object(first, mine)
+        _check_agreement(first)
+        rank_nodes, keys = loc.node_index([g[0] for g in first])
+        asks = rank_nodes.index(rank_nodes[self.rank]) == self.rank  # this node's first rank
+        bitmap = loc.deflate(self._bitmap()) if asks else None
+        second: List[Any] = [None] * world
+        dist.all_gather_object(second, (asks, bitmap))
         bitmaps: List[Optional[bytes]] = [None] * len(keys)
-        for (_, _, bm), n in zip(gathered, rank_nodes):
-            if bitmaps[n] is None:
-                bitmaps[n] = bm  # the node's lowest rank's: every rank takes the same
+        for (asked, bm), n in zip(second, rank_nodes):
+            if asked:
+                bitmaps[n] = bm  # None where its daemon did not answer: that node caches nothing
         # One plan for this epoch and the next one declared with it.
         return loc.Plan(len(self.dataset), rank_nodes, loc.Deflated(bitmaps))
 
     def _check_world(self) -> None:
-        """Refuse a sampler whose world is not torch.distributed's: its
-        ranks would gather with a group of another size."""
+        """Refuse, at construction, a sampler whose world is not
+        torch.distributed's (the epoch's gather refuses it again, on every
+        rank, for one built before the group)."""
         dist = _initialised_distributed()
         if dist is None:
             return
@@ -186,17 +196,26 @@ class DistributedOrderedSampler(DistributedSampler):
         self.end()
 
 
-def _check_agreement(terms: List[Any]) -> None:
-    """Raise, on every rank alike, if the ranks' samplers disagree on what
-    the split depends on (each rank gets the same list). A rank with no
-    path table (no mount to declare to) agrees with any table."""
-    names = ("the dataset's length", "seed", "shuffle", "drop_last", "batch_size", "the dataset's paths (table)")
+def _check_agreement(first: List[Any]) -> None:
+    """Raise, on every rank alike, if the ranks' samplers disagree with
+    torch.distributed or each other on what the split depends on (each
+    rank gets the same list: node, process group rank, sampler rank,
+    terms). A rank with no path table (no mount to declare to) agrees with
+    any table."""
+    for r, (_, group_rank, rank, terms) in enumerate(first):
+        if group_rank != rank or terms[6] != len(first):
+            raise DsmountError("DistributedOrderedSampler: locality=True needs num_replicas and rank to be "
+                               "torch.distributed's (world size %d): rank %d has num_replicas %d and rank %d"
+                               % (len(first), group_rank, terms[6], rank))
+    names = ("the dataset's length", "seed", "shuffle", "drop_last", "batch_size", "the epoch", "num_replicas",
+             "the dataset's paths (table)")
     for i, name in enumerate(names):
-        known = [(r, t[i]) for r, t in enumerate(terms) if t[i] is not None or i < len(names) - 1]
+        known = [(r, g[3][i]) for r, g in enumerate(first) if g[3][i] is not None or i < len(names) - 1]
         for r, v in known[1:]:
             if v != known[0][1]:
                 raise DsmountError("DistributedOrderedSampler: the ranks disagree on %s (rank %d: %r, rank %d: %r); "
-                                   "every rank must build its sampler alike" % (name, known[0][0], known[0][1], r, v))
+                                   "every rank must build its sampler alike and call set_epoch"
+                                   % (name, known[0][0], known[0][1], r, v))
 
 
 class _Share:

@@ -62,13 +62,15 @@ def distributed_order(n: int, world: int, seed: int, epoch: int, shuffle: bool =
     """
     import torch
 
-    if n < 1 or world < 1:
-        raise ValueError("want a dataset of at least 1 sample and at least 1 rank, got %d and %d" % (n, world))
+    if n < 0 or world < 1:
+        raise ValueError("want a dataset of 0 samples or more and at least 1 rank, got %d and %d" % (n, world))
     if drop_last and n % world != 0:
         num_samples = math.ceil((n - world) / world)
     else:
         num_samples = math.ceil(n / world)
     total = num_samples * world
+    if n == 0:
+        return np.empty(0, dtype=np.int32), 0
     # The epoch in one array: int32 (half the sampler's int64, the same
     # permutation), the permutation drawn into its head, the padding
     # copied after it.
@@ -217,6 +219,8 @@ class Plan:
             raise ValueError("the order holds %d samples, not %d ranks of %d" % (len(order), world, num_samples))
         if len(order) and int(order.max()) >= self.n:
             raise ValueError("the order names sample %d of a plan for %d" % (int(order.max()), self.n))
+        if len(order) == 0:
+            return np.empty(0, dtype=np.int64)
         mine = int(self.node_of[rank])
         my_slot = int(np.count_nonzero(self.node_of[:rank] == mine))  # my place among my node's ranks
         out = np.empty(num_samples, dtype=np.int64)

@@ -182,3 +182,28 @@ class DeclareIndicesTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CachedFilesTest(unittest.TestCase):
+    def test_bits(self):
+        from dsmount import CachedFiles
+
+        got = CachedFiles(10, bytes([0b10000010, 0b11111110]))  # files 1, 7, 9; bits past 10 are not files
+        self.assertEqual([i for i in range(16) if i in got], [1, 7, 9])
+        self.assertEqual(len(got), 3)
+        self.assertNotIn(-1, got)
+        self.assertNotIn("1", got)
+        try:
+            import numpy as np
+        except ImportError:  # pragma: no cover - the suite installs it
+            return
+        self.assertIn(np.int64(9), got)
+
+    def test_malformed_answers(self):
+        from dsmount import CachedFiles
+
+        with self.assertRaises(DsmountError):
+            CachedFiles(9, b"\x00")  # 9 files need 2 bytes
+        for res in ({"files": 2}, {"files": 2, "bitmap": "!!"}, {"files": 3, "bitmap": "AA=="}):
+            with self.assertRaises(DsmountError):
+                CachedFiles.from_result(res, 2)

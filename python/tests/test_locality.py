@@ -52,8 +52,6 @@ class DistributedOrderTest(unittest.TestCase):
             for world in (1, 3, 4, 8):
                 for drop_last in (False, True):
                     for shuffle in (True, False):
-                        if drop_last and n < world:
-                            continue
                         with self.subTest(n=n, world=world, drop_last=drop_last, shuffle=shuffle):
                             order, num = locality.distributed_order(n, world, 5, 2, shuffle, drop_last)
                             lists, _ = ds_batches(n, world, 5, 2, shuffle, drop_last, 1)
@@ -89,8 +87,6 @@ class SplitTest(unittest.TestCase):
                 for batch in (1, 3, 8, 32):
                     for drop_last in (False, True):
                         world = nodes * per_node
-                        if drop_last and n < world:
-                            continue
                         seed = rnd.randrange(1000)
                         # Some nodes know nothing, others a random part,
                         # some overlapping.
@@ -118,6 +114,15 @@ class SplitTest(unittest.TestCase):
         at_home = sum(int(np.count_nonzero(home[g] == rank_nodes[r])) for r, g in enumerate(got))
         self.assertGreater(at_home / n, 0.9)
 
+    def test_empty_epochs(self):
+        # An empty dataset, and drop_last with fewer samples than ranks:
+        # DistributedSampler yields nothing, and so does the split.
+        order, num = locality.distributed_order(0, 4, 0, 0)
+        self.assertEqual((len(order), num), (0, 0))
+        order, num = locality.distributed_order(3, 4, 0, 0, drop_last=True)
+        self.assertEqual((len(order), num), (0, 0))
+        self.assertEqual(len(locality.Plan(3, [0, 0, 1, 1], [None, None]).split(order, num, 2, 3)), 0)
+
     def test_bad_arguments(self):
         order, num = locality.distributed_order(10, 2, 0, 0)
         with self.assertRaises(ValueError):
@@ -127,7 +132,7 @@ class SplitTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             locality.split(order[:-1], num, 2, [0, 0], [None], 0)
         with self.assertRaises(ValueError):
-            locality.distributed_order(0, 2, 0, 0)
+            locality.distributed_order(5, 0, 0, 0)
 
     def test_node_index(self):
         self.assertEqual(locality.node_index(["b", "a", "b", "c"]), ([0, 1, 0, 2], ["b", "a", "c"]))
@@ -158,13 +163,28 @@ class _FakeClient:
         return True
 
 
-def _rank_main(rank, world, port, n, batch, nodes_of, out, mode="ok"):
+def _init_group(store, rank, world):
+    """Join the gloo group whose rendezvous is the file ``store`` (no port
+    to race for), giving up after a minute instead of hanging."""
+    import datetime
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+
+
+def _rank_main(rank, world, store, n, batch, nodes_of, out, mode="ok"):
     """One rank of SamplerTest. mode "table": rank 1 lists other paths;
-    "down": node 1's daemon does not answer."""
+    "down": node 1's daemon does not answer; "rank": every sampler is
+    built, before the group, as rank 0."""
     import torch.distributed as dist
     from dsmount import DistributedOrderedSampler, DsmountError
 
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
+    early = None
+    if mode == "rank":
+        early = DistributedOrderedSampler(range(n), ["d/%d" % i for i in range(n)], num_replicas=world, rank=0,
+                                          client=_FakeClient(None, n), seed=11, locality=True, batch_size=batch)
+    _init_group(store, rank, world)
     try:
         nodes = max(nodes_of) + 1
         home = locality.home_nodes(np.arange(n), nodes)
@@ -175,8 +195,8 @@ def _rank_main(rank, world, port, n, batch, nodes_of, out, mode="ok"):
         paths = ["d/%d" % i for i in range(n)]
         if mode == "table" and rank == 1:
             paths = ["e/%d" % i for i in range(n)]
-        s = DistributedOrderedSampler(range(n), paths, client=client, seed=11,
-                                      locality=True, batch_size=batch, node="node%d" % nodes_of[rank])
+        s = early or DistributedOrderedSampler(range(n), paths, client=client, seed=11,
+                                               locality=True, batch_size=batch, node="node%d" % nodes_of[rank])
         epochs, error = [], None
         try:
             for e in range(2):
@@ -190,28 +210,42 @@ def _rank_main(rank, world, port, n, batch, nodes_of, out, mode="ok"):
         dist.destroy_process_group()
 
 
+def _run_procs(test, targets, timeout=120):
+    """Run each (function, args) in a spawned process; fail ``test`` if one
+    fails or is still running after ``timeout`` seconds, killing what is
+    left either way (a rank stuck in a collective must not hang the
+    suite)."""
+    import multiprocessing as mp
+    import time
+
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=f, args=a) for f, a in targets]
+    try:
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        codes = [p.exitcode for p in procs]
+        test.assertEqual(codes, [0] * len(procs), "exit codes (None: still running after %ds)" % timeout)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join()
+
+
 @unittest.skipIf(torch is None, "needs torch and numpy")
 class SamplerTest(unittest.TestCase):
     def ranks(self, n, batch, nodes_of, mode="ok"):
         """Run _rank_main on len(nodes_of) processes over gloo; their results."""
-        import multiprocessing as mp
-        import socket
         import tempfile
 
         world = len(nodes_of)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
         with tempfile.TemporaryDirectory() as d:
             outs = [os.path.join(d, "rank%d.json" % r) for r in range(world)]
-            ctx = mp.get_context("spawn")
-            procs = [ctx.Process(target=_rank_main, args=(r, world, port, n, batch, nodes_of, outs[r], mode))
-                     for r in range(world)]
-            for p in procs:
-                p.start()
-            for p in procs:
-                p.join(120)
-                self.assertEqual(p.exitcode, 0)
+            store = os.path.join(d, "store")
+            _run_procs(self, [(_rank_main, (r, world, store, n, batch, nodes_of, outs[r], mode)) for r in range(world)])
             res = []
             for o in outs:
                 with open(o) as f:
@@ -262,32 +296,46 @@ class SamplerTest(unittest.TestCase):
         node0 = [x for i, r in enumerate(res) if nodes_of[i] == 0 for x in r["epochs"][0]]
         self.assertGreater(np.count_nonzero(home[np.array(node0)] == 0) / len(node0), 0.85)
 
-    def test_world_unlike_torch_distributed_is_refused(self):
-        import socket
-        import torch.distributed as dist
-        from dsmount import DistributedOrderedSampler
+    def test_a_sampler_built_before_the_group_with_another_rank_is_refused_on_every_rank(self):
+        res = self.ranks(100, 4, [0, 1], mode="rank")
+        for r in res:
+            self.assertEqual(r["epochs"], [])
+            self.assertIn("rank 1 has num_replicas 2 and rank 0", r["error"] or "")
 
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=0, world_size=1)
-        try:
-            with self.assertRaises(ValueError) as cm:
-                DistributedOrderedSampler(range(10), ["d/%d" % i for i in range(10)], num_replicas=2, rank=0,
-                                          client=_FakeClient(None, 10), locality=True, batch_size=2)
-            self.assertIn("world size 1", str(cm.exception))
-            with self.assertRaises(ValueError):
-                DistributedOrderedSampler(range(10), ["d/%d" % i for i in range(10)], num_replicas=1, rank=0,
-                                          client=_FakeClient(None, 10), locality=True)  # no batch_size
-        finally:
-            dist.destroy_process_group()
+    def test_world_unlike_torch_distributed_is_refused_at_construction(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "out.json")
+            _run_procs(self, [(_construct_main, (os.path.join(d, "store"), out))])
+            with open(out) as f:
+                got = json.load(f)
+        self.assertIn("world size 1", got[0])
+        self.assertIn("batch_size", got[1])
 
 
-if __name__ == "__main__":
-    unittest.main()
+def _construct_main(store, out):
+    """Build samplers that must be refused in a group of one; write why."""
+    import torch.distributed as dist
+    from dsmount import DistributedOrderedSampler
+
+    _init_group(store, 0, 1)
+    why = []
+    try:
+        for kw in ({"num_replicas": 2, "rank": 0, "batch_size": 2}, {"num_replicas": 1, "rank": 0}):
+            try:
+                DistributedOrderedSampler(range(10), ["d/%d" % i for i in range(10)], client=_FakeClient(None, 10),
+                                          locality=True, **kw)
+                why.append(None)
+            except ValueError as e:
+                why.append(str(e))
+        with open(out, "w") as f:
+            json.dump(why, f)
+    finally:
+        dist.destroy_process_group()
 
 
-def _train_main(rank, world, port, root, n, batch, epochs, locality_on, out):
+def _train_main(rank, world, store, root, n, batch, epochs, locality_on, out):
     """One DDP rank training a small CNN (no BatchNorm) on the images
     under root; writes its per-epoch mean losses (the global batch's,
     all-reduced) to out."""
@@ -302,7 +350,7 @@ def _train_main(rank, world, port, root, n, batch, epochs, locality_on, out):
     # float64: the sums over a batch differ in order between the two runs,
     # and SGD amplifies float32's rounding of that within a few epochs.
     torch.set_default_dtype(torch.float64)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
+    _init_group(store, rank, world)
     try:
         paths = [os.path.join(root, "%d_%d.png" % (i, i % 4)) for i in range(n)]
 
@@ -350,8 +398,6 @@ class TrainingTest(unittest.TestCase):
         # on and off, and DDP averages the gradient over the global batch,
         # so the loss curves agree up to the order of floating-point sums
         # (in float64, to 1e-9 over three epochs).
-        import multiprocessing as mp
-        import socket
         import tempfile
         from PIL import Image
 
@@ -364,18 +410,10 @@ class TrainingTest(unittest.TestCase):
                 Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(os.path.join(root, "%d_%d.png" % (i, c)))
             curves = {}
             for on in (True, False):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", 0))
-                    port = sock.getsockname()[1]
+                store = os.path.join(root, "store-%s" % on)
                 outs = [os.path.join(root, "loss-%s-%d.json" % (on, r)) for r in range(world)]
-                ctx = mp.get_context("spawn")
-                procs = [ctx.Process(target=_train_main, args=(r, world, port, root, n, batch, epochs, on, outs[r]))
-                         for r in range(world)]
-                for p in procs:
-                    p.start()
-                for p in procs:
-                    p.join(300)
-                    self.assertEqual(p.exitcode, 0)
+                _run_procs(self, [(_train_main, (r, world, store, root, n, batch, epochs, on, outs[r])) for r in range(world)],
+                           timeout=300)
                 with open(outs[0]) as f:
                     curves[on] = json.load(f)
         on, off = curves[True], curves[False]
@@ -394,3 +432,7 @@ class SimulationTest(unittest.TestCase):
         self.assertEqual(on[0], 0.0)
         self.assertGreater(min(on[1:]), 0.9)
         self.assertLess(max(off[1:]), 0.6)
+
+
+if __name__ == "__main__":
+    unittest.main()
