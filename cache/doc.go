@@ -122,7 +122,7 @@
 // its flight's readers took before it was staged: the kernel's concurrent
 // READs of one chunk come in any order. Chunks pushed out with bytes
 // untaken when the area is full are counted (Stats.StagedPushedOut): the
-// readahead that fills it keeps within its share (readahead.Streams).
+// readahead that fills it keeps within its share (stream.Budget).
 //
 // Flights run on reused worker goroutines (workers.go), so their deep stacks
 // stay grown. A flight's buffer comes from a pool (bufpool.go). When the

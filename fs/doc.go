@@ -18,7 +18,7 @@
 //
 // The daemon passes *cache.Cache, *cache.Source and *readahead.Mount; a
 // nil *readahead.Mount counts as no readahead. Config.Streams stays a
-// *readahead.Streams: a budget fs only hands to readahead.NewSequential.
+// *stream.Budget: a budget fs only hands to stream.NewDetector.
 // Reads go through these interfaces with no allocation of their own
 // (TestReadAllocations holds that).
 //
@@ -87,9 +87,9 @@
 //
 // Every read is reported to the mount's Readahead (with the reading
 // process, for job attribution) before it is served; files larger than a
-// chunk have a sequential detector (readahead.Sequential) that prefetches
+// chunk have a sequential detector (stream.Detector) that prefetches
 // chunks ahead through Source.PrefetchWatched, within its share of the
-// readahead.Streams that every mount on the cache shares
+// stream.Budget that every mount on the cache shares
 // (Config.Streams), and a read it takes for part of a stream is served by
 // Source.ReadAtStream.
 //

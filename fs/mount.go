@@ -20,6 +20,7 @@ import (
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/readahead"
+	"github.com/dsmount/dsmount/readahead/stream"
 )
 
 // kernelTimeout is how long the kernel may trust entries and attributes.
@@ -53,9 +54,9 @@ type Config struct {
 	// Streams bounds the sequential readahead of large files; every mount
 	// on one cache should share one, as they share its staging area. Nil:
 	// the mount gets its own, with the default budgets. (A concrete type,
-	// not an interface: fs only hands it to readahead.NewSequential; it
+	// not an interface: fs only hands it to stream.NewDetector; it
 	// is a budget, with no store or disk behind it.)
-	Streams *readahead.Streams
+	Streams *stream.Budget
 	// ReadLatency, if set, is told how long each read the mount serves
 	// takes (node.Read); the daemon's is its per-mount histogram.
 	ReadLatency ReadObserver
@@ -75,7 +76,7 @@ type Mount struct {
 	src        Source
 	statsHook  func(*Mount, Caller) any
 	ra         Readahead // nil: none (see present)
-	streams    *readahead.Streams
+	streams    *stream.Budget
 	log        *slog.Logger
 	tree       *tree
 	server     *fuse.Server
@@ -143,7 +144,7 @@ func New(cfg Config) *Mount {
 	m.readLatency = cfg.ReadLatency
 	m.ra = readaheadOf(cfg.Readahead)
 	if m.streams == nil {
-		m.streams = readahead.NewStreams(0, 0)
+		m.streams = stream.NewBudget(0, 0)
 	}
 	m.fastPath.Store(resolveFastPath(cfg.FastPath, cfg.Listing))
 	return m

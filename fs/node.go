@@ -11,7 +11,7 @@ import (
 
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
-	"github.com/dsmount/dsmount/readahead"
+	"github.com/dsmount/dsmount/readahead/stream"
 )
 
 // node is a file or directory of the mount. One type serves both: the tree
@@ -24,7 +24,7 @@ type node struct {
 	// readahead only), computed once per inode.
 	id cache.ObjectID
 	// seq detects sequential reading of files bigger than a chunk.
-	seq *readahead.Sequential
+	seq *stream.Detector
 	// opens counts open handles by kind (passthrough mounts).
 	opens openState
 }
@@ -40,7 +40,7 @@ func (m *Mount) newNode(e entry) *node {
 		}
 		if obj.Size > m.cache.ChunkSize() {
 			src := m.src
-			n.seq = readahead.NewSequential(obj.Size, m.cache.ChunkSize(), m.streams, func(idx int, arrived func(int), ended func()) {
+			n.seq = stream.NewDetector(obj.Size, m.cache.ChunkSize(), m.streams, func(idx int, arrived func(int), ended func()) {
 				src.PrefetchWatched(obj, idx, arrived, ended)
 			})
 		}

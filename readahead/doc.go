@@ -78,20 +78,8 @@
 //
 // # Large files
 //
-// A Sequential, one per file bigger than a chunk, detects sequential
-// reading (from the first read at offset 0, or two reads in a row) and
-// keeps the chunks past the reader's fetched or in flight, through a
-// Fetcher the file system binds to cache.Source.PrefetchWatched. Its
-// window is over bytes: at most WindowBytes asked for and not yet arrived,
-// at most AheadBytes past the chunk being read. It is topped up on reads
-// and as each fetch reports bytes arrived (backend.WithProgress), so new
-// GETs go out while earlier ones are still delivering rather than in
-// waves behind the reader. The Sequentials of one cache share a Streams:
-// each active stream's bounds are an equal share of budgets for the
-// cache's streams together (128 MiB ahead, 64 MiB to arrive; a lone
-// stream keeps its full window), because the chunks they fetch ahead wait
-// in the cache's one staging area and the store gives no more to dozens
-// of GETs than to sixteen.
+// Sequential readers of large files are package stream's (a Detector per
+// file, a Budget per cache); nothing here depends on them.
 //
 // # Eviction
 //
@@ -127,9 +115,6 @@
 // Registry.mu guards jobs and their progress. The policy's own mutex guards
 // what it knows is cached; it takes Registry.mu (read) before its own,
 // never the other way. Neither is held while calling into the cache.
-// A Sequential's own mutex guards its window; it is not held while
-// calling its Fetcher, and its progress callbacks take it briefly. A
-// Streams' mutex is taken with a Sequential's held, never the other way.
 //
 // # Stability
 //

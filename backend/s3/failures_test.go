@@ -100,7 +100,7 @@ func testBodyRetry(t *testing.T, m *minio, bucket string) {
 	proxy.cuts.Store(2)
 	p := make([]byte, 100000)
 	// Progress counts what arrived, cut bodies included: at least the
-	// range, so a caller must clamp (readahead.Sequential does).
+	// range, so a caller must clamp (stream.Detector does).
 	var reported atomic.Int64
 	n, err := b.ReadAt(backend.WithProgress(ctx, func(n int) { reported.Add(int64(n)) }), obj, p, 1000)
 	if r := reported.Load(); r < int64(len(p)) {

@@ -18,6 +18,7 @@ import (
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/internal/units"
 	"github.com/dsmount/dsmount/readahead"
+	"github.com/dsmount/dsmount/readahead/stream"
 )
 
 // PolicyOrder is the cache policy that evicts by the declared orders
@@ -66,7 +67,7 @@ type Config struct {
 type Daemon struct {
 	cache    *cache.Cache
 	ra       *readahead.Registry
-	streams  *readahead.Streams // every mount's large-file readahead: they share the cache's staging area
+	streams  *stream.Budget // every mount's large-file readahead: they share the cache's staging area
 	settings Settings
 	log      *slog.Logger
 	open     func(ctx context.Context, req control.MountRequest, log *slog.Logger) (backend.Backend, error)
@@ -157,7 +158,7 @@ func Start(cfg Config) (*Daemon, error) {
 		}
 	}
 	d := &Daemon{
-		cache: c, ra: ra, streams: readahead.NewStreams(0, 0), settings: s, log: log,
+		cache: c, ra: ra, streams: stream.NewBudget(0, 0), settings: s, log: log,
 		open: cfg.OpenBackend, serve: cfg.Serve, exitWhenEmpty: cfg.ExitWhenEmpty, done: make(chan struct{}),
 		mounts: map[string]mount{}, pending: map[string]bool{}, gone: map[string]chan struct{}{},
 	}

@@ -1,11 +1,11 @@
-package readahead
+package stream
 
 import (
 	"sync"
 	"time"
 )
 
-// Streams shares two budgets among the Sequentials of one cache: the bytes
+// Budget shares two budgets among the Detectors of one cache: the bytes
 // they may hold fetched ahead of their readers, and the bytes they may
 // have asked for and not yet received. Every chunk fetched ahead waits for
 // its reader in the cache's one staging area; streams that each took
@@ -25,14 +25,14 @@ import (
 // share stop topping up until their readers have consumed what they hold,
 // and the budgets converge within one window of reading.
 //
-// Safe for concurrent use. Its mutex is taken with a Sequential's held
+// Safe for concurrent use. Its mutex is taken with a Detector's held
 // (never the other way round) and is never held while calling out.
-type Streams struct {
+type Budget struct {
 	ahead, window int64
 	now           func() time.Time
 
 	mu   sync.Mutex
-	seen map[*Sequential]time.Time // active streams: their last read
+	seen map[*Detector]time.Time // active streams: their last read
 	// counted is when seen was last swept of idle streams.
 	counted time.Time
 }
@@ -42,33 +42,33 @@ const (
 	// ProbeIdle how long one that has read once does.
 	StreamIdle = time.Second
 	ProbeIdle  = 200 * time.Millisecond
-	// DefaultStreamsAhead and DefaultStreamsWindow are the budgets of one
+	// DefaultAhead and DefaultWindow are the budgets of one
 	// cache's streams: half of its 256 MiB staging area (the rest is for
 	// declared orders' prefetch), and sixteen 4 MiB chunks in flight, the
 	// store's own parallel rate in the measurements above.
-	DefaultStreamsAhead  = 128 << 20
-	DefaultStreamsWindow = 64 << 20
+	DefaultAhead  = 128 << 20
+	DefaultWindow = 64 << 20
 	// streamsSweep is how often idle streams are swept out of the count.
 	streamsSweep = 100 * time.Millisecond
 )
 
-// NewStreams returns budgets of ahead bytes fetched ahead and window bytes
+// NewBudget returns budgets of ahead bytes fetched ahead and window bytes
 // still to arrive, shared by the streams that use it; 0 takes the default.
-func NewStreams(ahead, window int64) *Streams {
+func NewBudget(ahead, window int64) *Budget {
 	if ahead <= 0 {
-		ahead = DefaultStreamsAhead
+		ahead = DefaultAhead
 	}
 	if window <= 0 {
-		window = DefaultStreamsWindow
+		window = DefaultWindow
 	}
-	return &Streams{ahead: ahead, window: window, now: time.Now, seen: make(map[*Sequential]time.Time)}
+	return &Budget{ahead: ahead, window: window, now: time.Now, seen: make(map[*Detector]time.Time)}
 }
 
 // share records a read of s and returns its share of both budgets now. A
 // stream's first read (probe) may be a header probe: it takes a share, so
 // that many files opened at once don't each fetch a full window, but only
 // for ProbeIdle unless a second read follows.
-func (b *Streams) share(s *Sequential, probe bool) (ahead, window int64) {
+func (b *Budget) share(s *Detector, probe bool) (ahead, window int64) {
 	now := b.now()
 	b.mu.Lock()
 	_, known := b.seen[s]
@@ -91,19 +91,19 @@ func (b *Streams) share(s *Sequential, probe bool) (ahead, window int64) {
 }
 
 // split is one of n streams' share of both budgets.
-func (b *Streams) split(n int64) (ahead, window int64) {
+func (b *Budget) split(n int64) (ahead, window int64) {
 	return min(AheadBytes, b.ahead/n), min(WindowBytes, b.window/n)
 }
 
 // leave gives up s's share: its reader has reached the file's last chunk.
-func (b *Streams) leave(s *Sequential) {
+func (b *Budget) leave(s *Detector) {
 	b.mu.Lock()
 	delete(b.seen, s)
 	b.mu.Unlock()
 }
 
 // Active is how many streams hold a share now.
-func (b *Streams) Active() int {
+func (b *Budget) Active() int {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,36 +1,36 @@
-package readahead
+package stream
 
 import (
 	"testing"
 	"time"
 )
 
-// fakeClock is a Streams clock that moves only when told.
+// fakeClock is a Budget clock that moves only when told.
 type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
-func newTestStreams(ahead, window int64) (*Streams, *fakeClock) {
+func newTestBudget(ahead, window int64) (*Budget, *fakeClock) {
 	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	b := NewStreams(ahead, window)
+	b := NewBudget(ahead, window)
 	b.now = clk.now
 	return b, clk
 }
 
-// TestStreamsShareTheirBudgets: eight streams reading at once, their
+// TestBudgetShareTheirBudgets: eight streams reading at once, their
 // fetches ending at once, hold at most the shared budget ahead of their
 // readers together (each its equal share, not AheadBytes); with nothing
 // arrived they have at most the shared window in flight. When the others
 // go idle, the one still reading gets AheadBytes again.
-func TestStreamsShareTheirBudgets(t *testing.T) {
+func TestBudgetShareTheirBudgets(t *testing.T) {
 	const n = 8
-	b, clk := newTestStreams(16*testChunk, 8*testChunk)
+	b, clk := newTestBudget(16*testChunk, 8*testChunk)
 	var ffs [n]*fakeFetches
-	var ss [n]*Sequential
+	var ss [n]*Detector
 	for i := range n {
 		ffs[i] = newFakeFetches()
-		ss[i] = NewSequential(64*testChunk, testChunk, b, ffs[i].fetch)
+		ss[i] = NewDetector(64*testChunk, testChunk, b, ffs[i].fetch)
 	}
 	// Two reads each, nothing arrives: the shared window is what's asked.
 	for i := range n {
@@ -80,12 +80,12 @@ func TestStreamsShareTheirBudgets(t *testing.T) {
 	}
 }
 
-// TestStreamsOneStreamKeepsItsFullWindow: the default budgets leave a lone
+// TestBudgetOneStreamKeepsItsFullWindow: the default budgets leave a lone
 // stream the bounds it would have on its own.
-func TestStreamsOneStreamKeepsItsFullWindow(t *testing.T) {
-	b, _ := newTestStreams(0, 0)
+func TestBudgetOneStreamKeepsItsFullWindow(t *testing.T) {
+	b, _ := newTestBudget(0, 0)
 	ff := newFakeFetches()
-	s := NewSequential(64*testChunk, testChunk, b, ff.fetch)
+	s := NewDetector(64*testChunk, testChunk, b, ff.fetch)
 	s.Observe(0, 1<<20)
 	s.Observe(1<<20, 1<<20)
 	if got := ff.count(); got != windowChunks {
@@ -97,21 +97,21 @@ func TestStreamsOneStreamKeepsItsFullWindow(t *testing.T) {
 	}
 }
 
-// TestStreamsProbesAndFinishedStreamsHoldNoShare: single reads at offset
+// TestBudgetProbesAndFinishedStreamsHoldNoShare: single reads at offset
 // 0 of many files (header probes) each take a share, so together they ask
 // for a few windows' worth, not a window each, and hold their share for
 // ProbeIdle only; a stream whose reader reaches its file's last chunk
 // gives its share back at once.
-func TestStreamsProbesAndFinishedStreamsHoldNoShare(t *testing.T) {
-	b, clk := newTestStreams(0, 0)
-	reader := NewSequential(64*testChunk, testChunk, b, newFakeFetches().fetch)
+func TestBudgetProbesAndFinishedStreamsHoldNoShare(t *testing.T) {
+	b, clk := newTestBudget(0, 0)
+	reader := NewDetector(64*testChunk, testChunk, b, newFakeFetches().fetch)
 	reader.Observe(0, 1<<20)
 	reader.Observe(1<<20, 1<<20)
 	const probes = 40
 	asked := 0
 	for range probes {
 		ff := newFakeFetches()
-		NewSequential(64*testChunk, testChunk, b, ff.fetch).Observe(0, 64<<10)
+		NewDetector(64*testChunk, testChunk, b, ff.fetch).Observe(0, 64<<10)
 		asked += ff.count()
 	}
 	if got := b.Active(); got != probes+1 {
@@ -120,7 +120,7 @@ func TestStreamsProbesAndFinishedStreamsHoldNoShare(t *testing.T) {
 	// Probe k gets 1/(k+1) of the window, at least a chunk: the shares sum
 	// to under twice the window, plus a chunk each. Unshared, each probe
 	// would ask for windowChunks.
-	if limit := 2*int(DefaultStreamsWindow/testChunk) + probes; asked > limit {
+	if limit := 2*int(DefaultWindow/testChunk) + probes; asked > limit {
 		t.Fatalf("%d probes asked for %d chunks, want at most %d (twice the shared window, and one chunk each; unshared: %d)",
 			probes, asked, limit, probes*windowChunks)
 	}
@@ -130,7 +130,7 @@ func TestStreamsProbesAndFinishedStreamsHoldNoShare(t *testing.T) {
 		t.Fatalf("%v after the probes, %d streams active, want 1", ProbeIdle+streamsSweep, got)
 	}
 
-	short := NewSequential(3*testChunk, testChunk, b, newFakeFetches().fetch)
+	short := NewDetector(3*testChunk, testChunk, b, newFakeFetches().fetch)
 	short.Observe(0, 1<<20)
 	short.Observe(1<<20, 1<<20)
 	if got := b.Active(); got != 2 {

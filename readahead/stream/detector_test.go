@@ -1,4 +1,4 @@
-package readahead
+package stream
 
 import (
 	"sync"
@@ -12,7 +12,7 @@ const (
 	aheadChunks  = AheadBytes / testChunk
 )
 
-// fakeFetches records a Sequential's fetches and lets a test deliver
+// fakeFetches records a Detector's fetches and lets a test deliver
 // their bytes when it chooses.
 type fakeFetches struct {
 	mu      sync.Mutex
@@ -84,15 +84,15 @@ func (f *fakeFetches) highest() int {
 	return h
 }
 
-// TestSequentialWindow: 128 KiB reads straight through a 64-chunk file
+// TestDetectorWindow: 128 KiB reads straight through a 64-chunk file
 // whose fetches end as soon as they start start a stream at once (the
 // first read is at offset 0), ask for every chunk past the first exactly
 // once and none past the end, and never run more than AheadBytes past the
 // reader.
-func TestSequentialWindow(t *testing.T) {
+func TestDetectorWindow(t *testing.T) {
 	const size = 64 * testChunk
 	ff := newFakeFetches()
-	s := NewSequential(size, testChunk, nil, ff.fetch)
+	s := NewDetector(size, testChunk, nil, ff.fetch)
 	maxAhead := 0
 	for off := int64(0); off < size; off += 128 << 10 {
 		if !s.Observe(off, 128<<10) {
@@ -114,13 +114,13 @@ func TestSequentialWindow(t *testing.T) {
 	}
 }
 
-// TestSequentialTopsUpAsBytesArrive: with nothing arrived, a stream asks
+// TestDetectorTopsUpAsBytesArrive: with nothing arrived, a stream asks
 // for WindowBytes of chunks and stops; as the bytes of the chunks in
 // flight come in, without any read, it asks for more, one chunk per chunk
 // of bytes arrived. A window topped up only by reads fetches in waves.
-func TestSequentialTopsUpAsBytesArrive(t *testing.T) {
+func TestDetectorTopsUpAsBytesArrive(t *testing.T) {
 	ff := newFakeFetches()
-	s := NewSequential(64*testChunk, testChunk, nil, ff.fetch)
+	s := NewDetector(64*testChunk, testChunk, nil, ff.fetch)
 	s.Observe(0, 1<<20)
 	if got := ff.count(); got != windowChunks {
 		t.Fatalf("a new stream asked for %d chunks, want %d (WindowBytes)", got, windowChunks)
@@ -147,13 +147,13 @@ func TestSequentialTopsUpAsBytesArrive(t *testing.T) {
 	}
 }
 
-// TestSequentialStopsAheadOfAnIdleReader: fetches that end at once never
+// TestDetectorStopsAheadOfAnIdleReader: fetches that end at once never
 // carry a stream more than WindowBytes past a reader that has read once
 // (a header probe), nor more than AheadBytes past one that read twice
 // and stopped.
-func TestSequentialStopsAheadOfAnIdleReader(t *testing.T) {
+func TestDetectorStopsAheadOfAnIdleReader(t *testing.T) {
 	ff := newFakeFetches()
-	s := NewSequential(64*testChunk, testChunk, nil, ff.fetch)
+	s := NewDetector(64*testChunk, testChunk, nil, ff.fetch)
 	s.Observe(0, 1<<20)
 	ff.endAll()
 	if got := ff.highest(); got != windowChunks {
@@ -170,23 +170,23 @@ func TestSequentialStopsAheadOfAnIdleReader(t *testing.T) {
 	}
 }
 
-// TestSequentialChunkBiggerThanWindow: with chunks bigger than
+// TestDetectorChunkBiggerThanWindow: with chunks bigger than
 // WindowBytes, the chunk past the reader is still fetched.
-func TestSequentialChunkBiggerThanWindow(t *testing.T) {
+func TestDetectorChunkBiggerThanWindow(t *testing.T) {
 	const chunk = 2 * WindowBytes
 	ff := newFakeFetches()
-	s := NewSequential(8*chunk, chunk, nil, ff.fetch)
+	s := NewDetector(8*chunk, chunk, nil, ff.fetch)
 	s.Observe(0, 1<<20)
 	if ff.count() != 1 || ff.times[1] != 1 {
 		t.Fatalf("asked for %v, want chunk 1", ff.asked)
 	}
 }
 
-// TestSequentialRandomReadsDontPrefetch: scattered reads never start a
+// TestDetectorRandomReadsDontPrefetch: scattered reads never start a
 // stream.
-func TestSequentialRandomReadsDontPrefetch(t *testing.T) {
+func TestDetectorRandomReadsDontPrefetch(t *testing.T) {
 	ff := newFakeFetches()
-	s := NewSequential(1<<30, testChunk, nil, ff.fetch)
+	s := NewDetector(1<<30, testChunk, nil, ff.fetch)
 	for _, off := range []int64{900 << 20, 10 << 20, 500 << 20, 100 << 20, 700 << 20} {
 		if s.Observe(off, 128<<10) || ff.count() > 0 {
 			t.Fatalf("read at %d started a stream (asked for %v)", off, ff.asked)

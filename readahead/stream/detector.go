@@ -1,4 +1,4 @@
-package readahead
+package stream
 
 import "sync"
 
@@ -42,10 +42,10 @@ const (
 // cache.Source.PrefetchWatched, bound to one object, is one.
 type Fetcher func(idx int, arrived func(n int), ended func())
 
-// Sequential detects sequential reading of one file and fetches ahead of
+// Detector detects sequential reading of one file and fetches ahead of
 // it: once a stream is established it keeps chunks past the one being
 // read fetched or in flight, at most WindowBytes of them still to arrive
-// and at most AheadBytes past the reader, or its share of a Streams budget
+// and at most AheadBytes past the reader, or its share of a Budget
 // when it has one (as of its last read). The window is topped up both on
 // reads and as fetched bytes arrive. It is safe for concurrent use.
 //
@@ -61,14 +61,14 @@ type Fetcher func(idx int, arrived func(n int), ended func())
 // further than its window past it: a job that opens large files to read
 // a header doesn't pull AheadBytes of each.
 //
-// Invariant (under mu): left is the sum, over every fetch this Sequential
+// Invariant (under mu): left is the sum, over every fetch this Detector
 // started and that has not ended, of the bytes not yet reported arrived;
 // chunks [cur+1, ahead) of the current stream have been asked for.
-type Sequential struct {
+type Detector struct {
 	size, chunk int64
 	chunks      int // the file's chunk count
 	fetch       Fetcher
-	budget      *Streams // shared with the cache's other streams; nil: none
+	budget      *Budget // shared with the cache's other streams; nil: none
 
 	mu     sync.Mutex
 	next   int64 // where the last read ended
@@ -82,11 +82,11 @@ type Sequential struct {
 	reach, window int64
 }
 
-// NewSequential returns a detector for a file of size bytes split into
+// NewDetector returns a detector for a file of size bytes split into
 // chunks of chunk bytes, which fetches ahead through fetch, within its
 // share of budget's bounds (nil: AheadBytes and WindowBytes of its own).
-func NewSequential(size, chunk int64, budget *Streams, fetch Fetcher) *Sequential {
-	s := &Sequential{size: size, chunk: chunk, fetch: fetch, budget: budget, reach: AheadBytes, window: WindowBytes}
+func NewDetector(size, chunk int64, budget *Budget, fetch Fetcher) *Detector {
+	s := &Detector{size: size, chunk: chunk, fetch: fetch, budget: budget, reach: AheadBytes, window: WindowBytes}
 	if chunk > 0 {
 		s.chunks = int((size + chunk - 1) / chunk)
 	}
@@ -94,12 +94,12 @@ func NewSequential(size, chunk int64, budget *Streams, fetch Fetcher) *Sequentia
 }
 
 // chunkLen is the length of chunk idx (the last one may be short).
-func (s *Sequential) chunkLen(idx int) int64 { return min(s.chunk, s.size-int64(idx)*s.chunk) }
+func (s *Detector) chunkLen(idx int) int64 { return min(s.chunk, s.size-int64(idx)*s.chunk) }
 
 // Observe records a read of n bytes at off, fetches ahead if it belongs to
 // a stream, and reports whether it does (its reader will most likely read
 // the rest of its chunk next).
-func (s *Sequential) Observe(off, n int64) (stream bool) {
+func (s *Detector) Observe(off, n int64) (stream bool) {
 	s.mu.Lock()
 	if d := off - s.next; d < -seqSlack || d > seqSlack {
 		s.run, s.ahead, s.cur, s.stream = 0, 0, 0, false
@@ -134,7 +134,7 @@ func (s *Sequential) Observe(off, n int64) (stream bool) {
 
 // topUpLocked picks the chunks [from, to) to fetch now and counts them in
 // flight; s.mu is held.
-func (s *Sequential) topUpLocked() (from, to int) {
+func (s *Detector) topUpLocked() (from, to int) {
 	if !s.stream {
 		return 0, 0
 	}
@@ -158,7 +158,7 @@ func (s *Sequential) topUpLocked() (from, to int) {
 }
 
 // start asks for chunks [from, to), already counted in s.left.
-func (s *Sequential) start(from, to int) {
+func (s *Detector) start(from, to int) {
 	for idx := from; idx < to; idx++ {
 		f := &seqFetch{s: s, want: s.chunkLen(idx)}
 		s.fetch(idx, f.arrived, f.ended)
@@ -168,7 +168,7 @@ func (s *Sequential) start(from, to int) {
 // seqFetch is one chunk a stream asked for. got (under s.mu) is how much
 // of want has been reported arrived; it never exceeds want.
 type seqFetch struct {
-	s         *Sequential
+	s         *Detector
 	want, got int64
 }
 
