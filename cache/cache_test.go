@@ -281,8 +281,9 @@ func TestFillAndHoldHitsCachedFractionUnderShuffle(t *testing.T) {
 }
 
 func TestLRUThrashesUnderShuffle(t *testing.T) {
-	// The reason fill-and-hold is the default: LRU at half capacity hits
-	// ~15% (shared/notes/cache-policy.md). This pins the comparison.
+	// The reason fill-and-hold is the default: under shuffled epochs LRU
+	// at half capacity evicts each item just before its next use and
+	// hits far below the cached fraction. This pins the comparison.
 	for e, rate := range hitRate(t, NewLRU(), 2000, 0.5, 3) {
 		if rate > 0.3 {
 			t.Errorf("lru epoch %d hit rate %.3f; expected thrashing (< 0.3)", e+1, rate)

@@ -23,8 +23,9 @@ type Policy interface {
 
 // fillAndHold keeps whatever is cached and admits new data only while there
 // is room. Under shuffled epochs over a dataset larger than the cache it hits
-// at the cached fraction, which is optimal for one job (see
-// shared/notes/cache-policy.md), where LRU and FIFO thrash.
+// at the cached fraction, which is optimal for one job (no policy can
+// know which item of a fresh shuffle comes next), where LRU and FIFO
+// thrash (docs/multijob.md).
 type fillAndHold struct{}
 
 // NewFillAndHold returns the default policy: never evict, stream what does

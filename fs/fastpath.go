@@ -15,7 +15,7 @@ import (
 
 // FastPath is how a mount serves hot reads. Each FUSE round trip costs more
 // than reading a small file from the page cache, so the fast paths take
-// the daemon out of hot reads (shared/notes/fuse-hot-path.md):
+// the daemon out of hot reads (docs/performance.md):
 //
 //   - FastPathNoOpen: Open answers ENOSYS, after which the kernel sends no
 //     OPEN, FLUSH or RELEASE for the whole connection and keeps each file's

@@ -193,7 +193,7 @@ func (m *Mount) Serve(dir string) error {
 			MaxReadAhead:  1 << 20,
 			MaxBackground: 64,
 			// Replies are built from byte slices; splicing them costs a pipe
-			// per reply and made no difference (shared/notes).
+			// per reply and made no difference.
 			DisableSplice: true,
 			// Plain READDIR: a listing makes no inode per entry. With
 			// READDIRPLUS the kernel keeps an inode for every entry
@@ -234,7 +234,7 @@ func (m *Mount) Serve(dir string) error {
 
 // readaheadKB is the kernel readahead set on each mount: the kernel's
 // default, 128 KiB, splits large sequential reads into 128 KiB FUSE
-// requests (shared/notes/fuse-hot-path.md: 1 MiB gave +20-50%).
+// requests, each a round trip through the daemon (docs/performance.md).
 const readaheadKB = 1024
 
 // raiseReadahead sets the read_ahead_kb of the mount's backing device info

@@ -100,7 +100,7 @@ func (sim epochSim) run(t *testing.T) [][]float64 {
 
 // TestOrderPolicyOneJobHitsCachedFraction: with one job, Belady over the
 // declared order hits at the cached fraction, the best possible under
-// shuffled epochs (shared/notes/cache-policy.md).
+// shuffled epochs (docs/multijob.md).
 func TestOrderPolicyOneJobHitsCachedFraction(t *testing.T) {
 	for _, f := range []float64{0.25, 0.5, 0.75} {
 		rates := epochSim{items: 10_000, epochs: 5, jobs: 1, frac: f, policy: "order"}.run(t)

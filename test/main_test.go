@@ -157,8 +157,8 @@ func sharedMinIO(t *testing.T) *testenv.MinIO {
 
 // s3Env is the environment for a dsmount reading from m. It sets
 // AWS_CA_BUNDLE when the machine has a CA file and the variable is unset, so
-// the daemon's HTTP client is always tested against that SDK pitfall
-// (shared/notes/s3-client.md).
+// the daemon's HTTP client is always tested against that SDK pitfall (the
+// SDK refuses AWS_CA_BUNDLE with a custom transport; docs/configuration.md).
 func s3Env(m *testenv.MinIO, extra ...string) []string {
 	var more []string
 	if os.Getenv("AWS_CA_BUNDLE") == "" {

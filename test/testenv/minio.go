@@ -197,8 +197,8 @@ func (m *MinIO) MountArgs() []string {
 }
 
 // Client returns an S3 client for this server (path-style, root credentials).
-// It is built per shared/notes/s3-client.md: a BuildableClient transport (so
-// AWS_CA_BUNDLE does not break it), no retry quota, checksums only when
+// It is built as backend/s3 builds the daemon's: a BuildableClient transport
+// (so AWS_CA_BUNDLE does not break it), no retry quota, checksums only when
 // required, and no environment lookups.
 func (m *MinIO) Client() *s3.Client { return m.client }
 
