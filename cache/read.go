@@ -122,7 +122,7 @@ func (s *Source) readAt(ctx context.Context, obj backend.Object, p []byte, off i
 		idx := int(pos / cs)
 		inner := pos - int64(idx)*cs
 		want := int(min(int64(len(p)-n), meta.chunkLen(idx)-inner))
-		if err := s.readChunk(ctx, meta, obj, idx, p[n:n+want], inner, stream); err != nil {
+		if err := s.copyChunk(ctx, meta, obj, idx, p[n:n+want], inner, stream); err != nil {
 			return n, err
 		}
 		n += want
@@ -130,9 +130,17 @@ func (s *Source) readAt(ctx context.Context, obj backend.Object, p []byte, off i
 	return n, eof
 }
 
-// readChunk copies dst from chunk idx at offset inner; stream: see
-// ReadAtStream.
-func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, dst []byte, inner int64, stream bool) error {
+// The path of a read, by layer: copyChunk serves a read's part of one
+// chunk (staging, then the cache disk, then a flight); flightRead and
+// flightStored are the two ways to wait on a chunk's flight (for its
+// bytes; until they are stored), both through flightWait, which joins the
+// flight (flightJoin) again where another mount's unmount cancelled it;
+// flightLoad is what the flight runs.
+
+// copyChunk copies dst from chunk idx at offset inner: from the staging
+// area, from the cache disk (checked), or through the chunk's flight.
+// stream: see ReadAtStream.
+func (s *Source) copyChunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, dst []byte, inner int64, stream bool) error {
 	c := s.c
 	o, err := c.object(meta)
 	if err != nil {
@@ -156,7 +164,7 @@ func (s *Source) readChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 	// A stream's other reads of this chunk may come before or after this
 	// one, or be waiting on the same flight: what none of them took is
 	// staged for the rest.
-	res, release, err := s.chunkRead(ctx, meta, obj, idx, stream)
+	res, release, err := s.flightRead(ctx, meta, obj, idx, stream)
 	if err != nil {
 		return err
 	}
@@ -177,27 +185,21 @@ type chunkResult struct {
 	fromBackend bool
 }
 
-// chunk returns the whole of chunk idx through the single flight: at most
-// one verification or backend fetch per chunk runs at a time, and every
-// concurrent caller shares its result. The flight runs on the context of
-// the source that started it, not the caller's, so a reader that gives up
-// doesn't fail the others; the caller stops waiting when its ctx is done.
-//
-// With stored set, it returns only once the flight has also offered the
-// chunk to the cache (warm and prefetch want it there; a read only wants
-// the bytes).
-//
-// keepRest says the reader will read the rest of the chunk: the flight
-// then stages what its readers left untaken when done, instead of
+// flightRead returns the whole of chunk idx to a reader, through the
+// chunk's flight (flightWait), with release to call with the bytes it
+// took. keepRest says the reader will read the rest of the chunk: the
+// flight then stages what its readers left untaken when done, instead of
 // recycling its buffer.
-func (s *Source) chunkRead(ctx context.Context, meta objectMeta, obj backend.Object, idx int, keepRest bool) (res chunkResult, release func(took int), err error) {
-	return s.chunkWait(ctx, meta, obj, idx, Foreground, waitFor{keepRest: keepRest})
+func (s *Source) flightRead(ctx context.Context, meta objectMeta, obj backend.Object, idx int, keepRest bool) (res chunkResult, release func(took int), err error) {
+	return s.flightWait(ctx, meta, obj, idx, Foreground, waitFor{keepRest: keepRest})
 }
 
-// chunkStored is chunk with stored set, calling fetched (if not nil) once,
-// when the bytes have arrived and the cache has counted them against its
-// capacity (or declined them), before they are written.
-func (s *Source) chunkStored(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, fetched func()) (chunkResult, error) {
+// flightStored waits on chunk idx's flight until the chunk has been
+// offered to the cache (warm and prefetch want it there; a read only
+// wants the bytes), calling fetched (if not nil) once, when the bytes
+// have arrived and the cache has counted them against its capacity (or
+// declined them), before they are written.
+func (s *Source) flightStored(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, fetched func()) (chunkResult, error) {
 	w := waitFor{stored: true}
 	if fetched != nil {
 		// Once: a flight cancelled by another mount's unmount is joined
@@ -205,7 +207,7 @@ func (s *Source) chunkStored(ctx context.Context, meta objectMeta, obj backend.O
 		var once sync.Once
 		w.fetched = func() { once.Do(fetched) }
 	}
-	res, _, err := s.chunkWait(ctx, meta, obj, idx, prio, w)
+	res, _, err := s.flightWait(ctx, meta, obj, idx, prio, w)
 	return res, err
 }
 
@@ -215,21 +217,29 @@ func (s *Source) chunkStored(ctx context.Context, meta objectMeta, obj backend.O
 type waitFor struct {
 	stored   bool
 	fetched  func()
-	keepRest bool // a reader's: see chunkRead
+	keepRest bool // a reader's: see flightRead
 	// arrived, if set, hears of the bytes as they come from the backend
 	// (backend.WithProgress) when this caller's join starts the flight;
 	// a caller that joins one already running hears nothing.
 	arrived func(n int)
 }
 
+// flightWait waits on chunk idx's single flight as w says: at most one
+// verification or backend fetch per chunk runs at a time, and every
+// concurrent caller shares its result. The flight runs on the context of
+// the source that started it, not the caller's, so a reader that gives up
+// doesn't fail the others; the caller stops waiting when its ctx is done.
+// A flight another mount's unmount cancelled is joined again once it has
+// left the group.
+//
 // A reader (w.stored unset) gets release, to call with the bytes of
 // res.data it took once it is done with them; others get a no-op.
-func (s *Source) chunkWait(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (res chunkResult, release func(took int), err error) {
+func (s *Source) flightWait(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (res chunkResult, release func(took int), err error) {
 	if s.isClosed() {
 		return chunkResult{}, nil, errSourceClosed
 	}
 	for {
-		res, f, err := s.chunkOnce(ctx, meta, obj, idx, prio, w)
+		res, f, err := s.flightJoin(ctx, meta, obj, idx, prio, w)
 		release := func(int) {}
 		if !w.stored {
 			release = func(took int) { s.c.flights.release(f, took) }
@@ -251,7 +261,9 @@ func (s *Source) chunkWait(ctx context.Context, meta objectMeta, obj backend.Obj
 	}
 }
 
-func (s *Source) chunkOnce(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (chunkResult, *flight, error) {
+// flightJoin joins (or starts) chunk idx's flight at prio and waits on it
+// once, as w says.
+func (s *Source) flightJoin(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (chunkResult, *flight, error) {
 	c := s.c
 	stored := w.stored
 	f, raised := c.flights.join(chunkID{meta.id(), idx}, prio, !stored, w.keepRest, func(f *flight) {
@@ -266,7 +278,7 @@ func (s *Source) chunkOnce(ctx context.Context, meta objectMeta, obj backend.Obj
 			return
 		}
 		defer c.fetches.Done()
-		f.set(s.loadChunk(meta, obj, idx, f, w.arrived))
+		f.set(s.flightLoad(meta, obj, idx, f, w.arrived))
 	})
 	if raised {
 		c.gate.kick()
@@ -354,7 +366,7 @@ func (s *Source) PrefetchWatched(obj backend.Object, idx int, arrived func(n int
 		if ended != nil {
 			defer ended()
 		}
-		_, _, err := s.chunkWait(context.Background(), meta, obj, idx, Background, waitFor{stored: true, arrived: arrived})
+		_, _, err := s.flightWait(context.Background(), meta, obj, idx, Background, waitFor{stored: true, arrived: arrived})
 		if err != nil && !errors.Is(err, ErrClosed) {
 			s.c.log.Debug("cache: prefetch failed", "key", obj.Key, "chunk", idx, "err", err)
 		}
@@ -371,7 +383,7 @@ func (s *Source) Fetch(ctx context.Context, obj backend.Object, idx int, prio Pr
 	if idx < 0 || idx >= meta.numChunks() {
 		return fmt.Errorf("cache: chunk %d out of range for %s", idx, obj.Key)
 	}
-	_, err := s.chunkStored(ctx, meta, obj, idx, prio, fetched)
+	_, err := s.flightStored(ctx, meta, obj, idx, prio, fetched)
 	return err
 }
 
@@ -388,11 +400,11 @@ func (s *Source) Cached(obj backend.Object) bool {
 	return err == nil && n == obj.Size
 }
 
-// loadChunk runs inside the flight. It re-checks the cache first (another
+// flightLoad runs inside the flight. It re-checks the cache first (another
 // flight may have just stored the chunk), verifying a chunk loaded from the
 // index before trusting it; otherwise it fetches from the backend and offers
 // the bytes to the cache.
-func (s *Source) loadChunk(meta objectMeta, obj backend.Object, idx int, f *flight, arrived func(int)) (chunkResult, error) {
+func (s *Source) flightLoad(meta objectMeta, obj backend.Object, idx int, f *flight, arrived func(int)) (chunkResult, error) {
 	c := s.c
 	o, err := c.object(meta)
 	if err != nil {

@@ -78,7 +78,7 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, prio Pri
 	if used, capacity := c.Used(), c.capacity.Load(); capacity > 0 && used+meta.chunkLen(idx) > capacity {
 		return 0, ErrFull
 	}
-	res, err := s.chunkStored(ctx, meta, obj, idx, prio, fetched)
+	res, err := s.flightStored(ctx, meta, obj, idx, prio, fetched)
 	if err != nil {
 		return 0, err
 	}
