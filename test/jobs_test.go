@@ -1,13 +1,7 @@
 package test
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/dsmount/dsmount/test/testenv"
 )
@@ -23,41 +17,8 @@ import (
 // over the reads the jobs made). Measured when written (2026-11-25, this
 // VM): order 0.44-0.45, fill-and-hold 0.26-0.27, oracle 0.50.
 func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "bench")
-	build := exec.Command("go", "build", "-o", bin, "./bench")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./bench: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "jobs", "--files", "2000", "--jobs", "2", "--fractions", "0.25", "--bounded", "on", "--page-cache", "30000000",
+	out := runBench(t, "jobs", "--files", "2000", "--jobs", "2", "--fractions", "0.25", "--bounded", "on", "--page-cache", "30000000",
 		"--policies", "order,fill-and-hold", "--epochs", "2", "--latency", "5", "--jitter", "0", "--json")
-	cmd.Env = append(os.Environ(), "DSMOUNT_BIN="+dsmountBin)
-	done := make(chan struct{})
-	var out []byte
-	go func() {
-		out, err = cmd.CombinedOutput()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Minute):
-		// An interrupt lets it tear down its mount, MinIO and cgroup.
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			<-done
-		}
-		t.Fatalf("bench jobs ran over 10 minutes:\n%s", out)
-	}
-	if err != nil {
-		t.Fatalf("bench jobs: %v\n%s", err, out)
-	}
 	var results []struct {
 		Policy  string             `json:"policy"`
 		HitRate []float64          `json:"hit_rate"`
@@ -65,13 +26,7 @@ func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
 		Daemon  []testenv.JobStats `json:"daemon"`
 		Error   string             `json:"error"`
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if rest, ok := strings.CutPrefix(line, "JSON "); ok {
-			if err := json.Unmarshal([]byte(rest), &results); err != nil {
-				t.Fatalf("bench jobs' JSON: %v: %s", err, rest)
-			}
-		}
-	}
+	benchJSON(t, out, &results)
 	by := map[string][]float64{}
 	var oracle []float64
 	for _, r := range results {

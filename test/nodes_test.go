@@ -1,15 +1,7 @@
 package test
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/dsmount/dsmount/test/testenv"
 )
 
 // TestLocalitySamplerReadsEachNodesShare runs the cheap case of `go run
@@ -23,40 +15,8 @@ import (
 // nodes' caches (asked with the control protocol's "cached" request) hold
 // disjoint shares.
 func TestLocalitySamplerReadsEachNodesShare(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "bench")
-	build := exec.Command("go", "build", "-o", bin, "./bench")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./bench: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "nodes", "--files", "1500", "--mean-size", "20000", "--layouts", "2x1", "--epochs", "2",
+	out := runBench(t, "nodes", "--files", "1500", "--mean-size", "20000", "--layouts", "2x1", "--epochs", "2",
 		"--batch", "32", "--latency", "5", "--jitter", "0", "--json")
-	cmd.Env = append(os.Environ(), "DSMOUNT_BIN="+dsmountBin)
-	done := make(chan struct{})
-	var out []byte
-	go func() {
-		out, err = cmd.CombinedOutput()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Minute):
-		cmd.Process.Signal(os.Interrupt) // it tears down its mounts, MinIO and cgroup
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			<-done
-		}
-		t.Fatalf("bench nodes ran over 10 minutes:\n%s", out)
-	}
-	if err != nil {
-		t.Fatalf("bench nodes: %v\n%s", err, out)
-	}
 	var rows []struct {
 		Locality bool `json:"locality"`
 		Epochs   []struct {
@@ -70,13 +30,7 @@ func TestLocalitySamplerReadsEachNodesShare(t *testing.T) {
 		} `json:"shares"`
 		Err string `json:"error"`
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if rest, ok := strings.CutPrefix(line, "JSON "); ok {
-			if err := json.Unmarshal([]byte(rest), &rows); err != nil {
-				t.Fatalf("bench nodes' JSON: %v: %s", err, rest)
-			}
-		}
-	}
+	benchJSON(t, out, &rows)
 	hit := map[bool]float64{}
 	for _, r := range rows {
 		if r.Err != "" || len(r.Epochs) != 2 || r.Epochs[1].Samples != 1500 {

@@ -61,7 +61,7 @@ func Main(args []string) error {
 	var err error
 	if c.jobs, err = cli.ParseList(jobs, strconv.Atoi); err == nil {
 		if c.fractions, err = cli.ParseList(fractions, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }); err == nil {
-			if c.bounded, err = cli.ParseList(bounded, parseOnOff); err == nil {
+			if c.bounded, err = cli.ParseList(bounded, cli.ParseOnOff); err == nil {
 				c.policies, err = cli.ParseList(policies, func(s string) (string, error) { return s, nil })
 			}
 		}
@@ -98,14 +98,4 @@ func Main(args []string) error {
 		printJSON(rows)
 	}
 	return nil
-}
-
-func parseOnOff(s string) (bool, error) {
-	switch s {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	}
-	return false, fmt.Errorf("want on or off, got %q", s)
 }

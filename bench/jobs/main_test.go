@@ -19,17 +19,17 @@ func FuzzParseList(f *testing.F) {
 		if v, err := cli.ParseList(s, strconv.Atoi); err == nil && len(v) != fields {
 			t.Fatalf("cli.ParseList(%q) = %v: want %d values", s, v, fields)
 		}
-		if v, err := cli.ParseList(s, parseOnOff); err == nil && len(v) != fields {
+		if v, err := cli.ParseList(s, cli.ParseOnOff); err == nil && len(v) != fields {
 			t.Fatalf("cli.ParseList(%q, on/off) = %v: want %d values", s, v, fields)
 		}
 	})
 }
 
 func TestParseOnOff(t *testing.T) {
-	if v, err := cli.ParseList("on, off", parseOnOff); err != nil || len(v) != 2 || !v[0] || v[1] {
+	if v, err := cli.ParseList("on, off", cli.ParseOnOff); err != nil || len(v) != 2 || !v[0] || v[1] {
 		t.Errorf("on, off: %v, %v", v, err)
 	}
-	if _, err := cli.ParseList("on,maybe", parseOnOff); err == nil {
+	if _, err := cli.ParseList("on,maybe", cli.ParseOnOff); err == nil {
 		t.Error("on,maybe accepted")
 	}
 }

@@ -43,16 +43,6 @@ func parseLayout(s string) (layout, error) {
 	return layout{n, p}, nil
 }
 
-func parseOnOff(s string) (bool, error) {
-	switch s {
-	case "on":
-		return true, nil
-	case "off":
-		return false, nil
-	}
-	return false, fmt.Errorf("--locality: want on or off, got %q", s)
-}
-
 func parseFlags(args []string) (config, error) {
 	c := config{}
 	var layouts, locality string
@@ -75,7 +65,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	var err error
 	if c.layouts, err = cli.ParseList(layouts, parseLayout); err == nil {
-		c.locality, err = cli.ParseList(locality, parseOnOff)
+		if c.locality, err = cli.ParseList(locality, cli.ParseOnOff); err != nil {
+			err = fmt.Errorf("--locality: %w", err)
+		}
 	}
 	switch {
 	case err != nil:

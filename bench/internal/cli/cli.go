@@ -104,6 +104,17 @@ func DaemonEnv(fs *flag.FlagSet, dst *[]string, usage string) {
 	})
 }
 
+// ParseOnOff reads "on" as true and "off" as false, for ParseList.
+func ParseOnOff(s string) (bool, error) {
+	switch s {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("want on or off, got %q", s)
+}
+
 // ParseList parses a comma-separated list, each item (spaces trimmed)
 // with parse.
 func ParseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
