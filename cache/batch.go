@@ -9,6 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache/internal/record"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
 
 // A Batch reads cached small objects from the cache disk many at a time:
@@ -55,7 +57,7 @@ type Batch struct {
 // batchRead is one read in flight (or done and not yet released).
 type batchRead struct {
 	o    *object
-	sl   *slot
+	sl   *store.Slot
 	ch   chunk
 	sums []uint32
 	n    int
@@ -109,7 +111,7 @@ func (s *Source) NewBatch(depth int, maxSize int64) (*Batch, error) {
 	if depth <= 0 || maxSize <= 0 || maxSize > s.c.chunkSize {
 		return nil, fmt.Errorf("cache: batch of %d reads of %d bytes", depth, maxSize)
 	}
-	b := &Batch{s: s, depth: depth, span: alignUp(maxSize)}
+	b := &Batch{s: s, depth: depth, span: store.AlignUp(maxSize)}
 	if _, _, e := unix.Syscall(unix.SYS_IO_SETUP, uintptr(depth), uintptr(unsafe.Pointer(&b.aio)), 0); e != 0 {
 		return nil, fmt.Errorf("%w: io_setup: %v", ErrNoBatch, e)
 	}
@@ -154,12 +156,12 @@ func (b *Batch) InFlight() int { return b.pending + len(b.queued) + len(b.failed
 // cached, not packed, larger than the batch's reads, its pack without
 // O_DIRECT, or no room (Room).
 func (b *Batch) Add(obj backend.Object, tag any) (bool, error) {
-	if b.closed || len(b.free) == 0 || obj.Size <= 0 || alignUp(obj.Size) > b.span {
+	if b.closed || len(b.free) == 0 || obj.Size <= 0 || store.AlignUp(obj.Size) > b.span {
 		return false, nil
 	}
 	c := b.s.c
 	meta := metaOf(b.s.id, obj, c.chunkSize)
-	if !meta.packed() {
+	if !meta.Packed() {
 		return false, nil
 	}
 	o, err := c.existing(meta)
@@ -173,7 +175,7 @@ func (b *Batch) Add(obj backend.Object, tag any) (bool, error) {
 	if ch.state == chunkAbsent || sl == nil || from != 0 || to != obj.Size {
 		return false, nil
 	}
-	f := sl.p.directFile()
+	f := sl.Pack.DirectFile()
 	if f == nil {
 		return false, nil
 	}
@@ -194,7 +196,7 @@ func (b *Batch) Add(obj backend.Object, tag any) (bool, error) {
 	b.cbs[i] = iocb{
 		data: uint64(i), opcode: iocbCmdPread, fd: uint32(fd),
 		buf:    uint64(uintptr(unsafe.Pointer(&b.mem[int64(i)*b.span]))),
-		nbytes: uint64(alignUp(obj.Size)), offset: sl.off,
+		nbytes: uint64(store.AlignUp(obj.Size)), offset: sl.Off,
 		flags: iocbFlagRes, resfd: uint32(b.ev.Fd()),
 	}
 	b.queued = append(b.queued, &b.cbs[i])
@@ -277,7 +279,7 @@ func (b *Batch) finish(i int, res int64) BatchDone {
 		err = fmt.Errorf("cache: batched read of a pack slot: %d of %d bytes", res, r.n)
 	}
 	data := b.mem[int64(i)*b.span : int64(i)*b.span+int64(r.n)]
-	ok := same && err == nil && sumsMatch(data, r.sums)
+	ok := same && err == nil && record.SumsMatch(data, r.sums)
 	o.mu.RUnlock()
 	switch {
 	case ok:
@@ -291,11 +293,11 @@ func (b *Batch) finish(i int, res int64) BatchDone {
 		// may hold anything by now.
 	case err == nil:
 		c.stats.verifyFailures.Add(1)
-		c.readWarn.warn(c.log, "cache: cached chunk failed its checksum; refetching", "key", o.meta.Key, "chunk", 0)
+		c.warn.read.warn(c.log, "cache: cached chunk failed its checksum; refetching", "key", o.meta.Key, "chunk", 0)
 		c.dropChunkIf(o, 0, r.ch.crc)
 	default:
 		c.stats.verifyFailures.Add(1)
-		c.readWarn.warn(c.log, "cache: read of cached chunk failed; refetching", "key", o.meta.Key, "chunk", 0, "err", err)
+		c.warn.read.warn(c.log, "cache: read of cached chunk failed; refetching", "key", o.meta.Key, "chunk", 0, "err", err)
 		c.dropChunkIf(o, 0, r.ch.crc)
 	}
 	d.Err = ErrNotCached
@@ -354,7 +356,7 @@ func (s *Source) ReadStaged(obj backend.Object, p []byte) (int, bool) {
 		return 0, false
 	}
 	n := int(obj.Size)
-	if !c.staged.take(chunkID{o.id, 0}, p[:n], 0) {
+	if !c.fetch.staged.take(chunkID{o.id, 0}, p[:n], 0) {
 		return 0, false
 	}
 	c.stats.hit(n)

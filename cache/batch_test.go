@@ -28,7 +28,7 @@ func TestBatchReadsAreChecked(t *testing.T) {
 		readAll(t, s, obj)
 		objs = append(objs, obj)
 	}
-	c.commits.barrier()
+	c.disk.commits.barrier()
 	uncached := mem.Put("uncached", randBytes(rng, 5000))
 
 	const bad = 7
@@ -37,7 +37,7 @@ func TestBatchReadsAreChecked(t *testing.T) {
 		t.Fatalf("object %d is not packed in the cache (%v)", bad, err)
 	}
 	sl := o.loc.Load()
-	flipByte(t, sl.p.path, sl.off+objs[bad].Size/2)
+	flipByte(t, sl.Pack.Path(), sl.Off+objs[bad].Size/2)
 
 	b, err := s.NewBatch(8, 256<<10)
 	if err != nil {
@@ -112,7 +112,7 @@ func TestBatchAbortReturnsWhatItHeld(t *testing.T) {
 		readAll(t, s, obj)
 		objs = append(objs, obj)
 	}
-	c.commits.barrier()
+	c.disk.commits.barrier()
 	b, err := s.NewBatch(8, 64<<10)
 	if err != nil {
 		t.Fatalf("NewBatch: %v", err)

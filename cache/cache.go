@@ -14,8 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dsmount/dsmount/cache/internal/bufs"
+	"github.com/dsmount/dsmount/cache/internal/flight"
+	"github.com/dsmount/dsmount/cache/internal/index"
+	"github.com/dsmount/dsmount/cache/internal/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,34 +66,52 @@ const DefaultFetchSlots = 128
 // Cache is a persistent chunk cache shared by any number of sources
 // (mounts) in one process. See the package doc for layout and invariants.
 type Cache struct {
-	dir      string
-	capacity atomic.Int64
-	// capFunc is Options.CapacityFromUsed: the scan sets capacity by it.
-	capFunc   func(used int64) int64
+	dir       string
 	chunkSize int64
 	policy    Policy
 	log       *slog.Logger
-	lockFile  *os.File
-	db        *badger.DB
-	commits   *committer
-	dropper   *dropper // drops chunks whose sync failed
-	packs     *packStore
-	space     *spaceGuard
-	// writeWarn and readWarn keep a failing disk, or a cache file
-	// tampered with, from writing a warning per chunk.
-	writeWarn, readWarn, syncWarn rateLimitedLog
-
-	// ctx bounds every backend fetch; cancelled by Close.
-	ctx     context.Context
-	cancel  context.CancelFunc
-	fetches sync.WaitGroup
-	// maintenance counts background goroutines (value-log GC).
+	// ctx bounds every backend fetch and background goroutine; cancelled
+	// by Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// maintenance counts background goroutines (the start-up scan, the
+	// value-log GC).
 	maintenance sync.WaitGroup
-	flights     flightGroup
-	bufs        *bufPool
-	staged      staging
-	gate        *fetchGate
 
+	disk   disk
+	budget budget
+	table  objectTable
+	scan   startupScan
+	fetch  fetching
+	bufs   *bufs.Pool
+	warn   warnings
+	stats  counters
+}
+
+// disk is what the cache keeps on disk, and the goroutines that write it.
+type disk struct {
+	lock    *os.File // flock on <dir>/dsmount.lock
+	index   *index.DB
+	packs   *store.PackStore
+	space   *store.SpaceGuard
+	commits *committer
+	dropper *dropper // drops chunks whose sync failed
+}
+
+// budget is the capacity and what counts against it.
+//
+// Invariant: used equals the sum of the lengths of the chunks marked
+// present in memory, pending or durable, once the start-up scan is done.
+type budget struct {
+	capacity atomic.Int64
+	// capFunc is Options.CapacityFromUsed: the scan sets capacity by it.
+	capFunc func(used int64) int64
+	mu      sync.Mutex   // serialises reservations (reserve)
+	used    atomic.Int64 // bytes of present chunks, pending or durable
+}
+
+// objectTable is the objects in memory.
+type objectTable struct {
 	mu      sync.Mutex // guards objects, forgotten, pruned and closed
 	objects map[ObjectID]*object
 	// forgotten holds evicted objects whose index records may not be
@@ -100,22 +120,62 @@ type Cache struct {
 	forgotten map[ObjectID]*object
 	pruned    uint64
 	closed    bool
-	// ready is closed when the start-up scan of the object records is
-	// done (records.go): used is complete from then on. snap is the
-	// index as Open found it, which the scan reads; scanOnce starts the
-	// scan (or, at Close, drops snap if it never started).
-	ready    chan struct{}
-	snap     *badger.Txn
-	scanOnce sync.Once
+}
+
+// startupScan is the background count of the object records (records.go).
+type startupScan struct {
+	// ready is closed when the scan is done: used is complete from then
+	// on. snap is the index as Open found it, which the scan reads; once
+	// starts the scan (or, at Close, drops snap if it never started).
+	ready chan struct{}
+	snap  *index.Snapshot
+	once  sync.Once
 	// recorded holds the IDs of the records the scan found; set before
 	// ready is closed, nil if the scan was cut short (idfilter.go).
 	recorded *idFilter
-
-	spaceMu sync.Mutex   // serialises reservations (reserve)
-	used    atomic.Int64 // bytes of present chunks, pending or durable
-
-	stats counters
 }
+
+// fetching is what loads chunks: the flights, the gate bounding backend
+// fetches, and the staging area where chunks fetched ahead wait.
+type fetching struct {
+	running sync.WaitGroup // flights running; Close waits for them
+	flights *flight.Group[chunkID, *chunkFlight]
+	gate    *flight.Gate
+	staged  staging
+}
+
+// warnings keep a failing disk, or a cache file tampered with, from
+// writing a warning per chunk.
+type warnings struct {
+	write, read, sync, doubleRelease rateLimitedLog
+}
+
+// ErrNotPrivate is returned by Open for a cache directory that another
+// user owns or may write to.
+var ErrNotPrivate = store.ErrNotPrivate
+
+// ErrNoSpace is returned by Open when the cache's filesystem hasn't the
+// room for the cache to start.
+var ErrNoSpace = store.ErrNoSpace
+
+// ErrClosed is returned for reads started after Close.
+var ErrClosed = store.ErrClosed
+
+// KeepFree is the free space, in bytes, below which the cache stops taking
+// new data: what an index write may need. A capacity chosen from the free
+// space must leave it.
+const KeepFree = index.FlushRoom
+
+const (
+	// reserveSize is what the index needs for a write and a while of
+	// compaction after the cache stops taking data: twice the room a
+	// write needs.
+	reserveSize = 2 * index.FlushRoom
+	// spaceCheckEvery paces the free-space check.
+	spaceCheckEvery = 500 * time.Millisecond
+	// valueLogGCInterval paces the index's value-log garbage collection.
+	valueLogGCInterval = 10 * time.Minute
+)
 
 // Open opens (creating if needed) the cache in dir, taking an exclusive lock
 // on it. A second Open of the same dir, from this or another process, fails
@@ -136,118 +196,97 @@ func Open(dir string, opts Options) (*Cache, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create cache dir: %w", err)
-	}
-	if err := checkPrivate(dir); err != nil {
-		return nil, err
-	}
-	lf, err := lockDir(dir)
-	if err != nil {
-		return nil, err
+	if opts.FetchSlots <= 0 {
+		opts.FetchSlots = DefaultFetchSlots
 	}
 	if opts.spaceCheckEvery == 0 {
 		opts.spaceCheckEvery = spaceCheckEvery
 	}
-	space, err := startSpaceGuard(dir, reserveSize, opts.spaceCheckEvery, opts.Logger)
-	if err != nil {
-		lf.Close()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create cache dir: %w", err)
+	}
+	if err := store.CheckPrivate(dir); err != nil {
 		return nil, err
 	}
-	c := &Cache{
-		dir:       dir,
-		chunkSize: opts.ChunkSize,
-		policy:    opts.Policy,
-		log:       opts.Logger,
-		lockFile:  lf,
-		space:     space,
-		objects:   make(map[ObjectID]*object),
-		forgotten: make(map[ObjectID]*object),
-		ready:     make(chan struct{}),
-	}
-	c.capacity.Store(opts.Capacity)
-	c.capFunc = opts.CapacityFromUsed
-	if opts.FetchSlots <= 0 {
-		opts.FetchSlots = DefaultFetchSlots
-	}
-	c.gate = newFetchGate(opts.FetchSlots, min(16, opts.FetchSlots/4))
-	c.flights.workers = newWorkers(workerIdle)
-	c.bufs = newBufPool(opts.ChunkSize, opts.Logger)
-	c.flights.free = c.bufs.put
-	c.flights.stage = c.staged.put
-	c.staged.free = c.bufs.put
-	c.staged.pushedOut = &c.stats.stagedPushedOut
-	if err := c.open(); err != nil {
-		if c.db != nil {
-			c.db.Close()
-		}
-		if c.packs != nil {
-			c.packs.close()
-		}
-		space.close()
-		lf.Close()
+	c := &Cache{dir: dir, chunkSize: opts.ChunkSize, policy: opts.Policy, log: opts.Logger}
+	if err := c.openDisk(opts); err != nil {
+		c.disk.close()
 		if errors.Is(err, syscall.ENOSPC) {
 			err = fmt.Errorf("%s: %w: %v", dir, ErrNoSpace, err)
 		}
 		return nil, err
 	}
+	c.budget.capacity.Store(opts.Capacity)
+	c.budget.capFunc = opts.CapacityFromUsed
+	c.table.objects = make(map[ObjectID]*object)
+	c.table.forgotten = make(map[ObjectID]*object)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.bufs = bufs.NewPool(opts.ChunkSize, func() {
+		c.warn.doubleRelease.warn(c.log, "cache: a chunk buffer was given back twice (a bug); refused, so it can't reach two holders")
+	})
+	c.fetch.gate = flight.NewGate(opts.FetchSlots, min(16, opts.FetchSlots/4))
+	c.fetch.flights = flight.NewGroup(flight.NewWorkers(workerIdle), c.newChunkFlight, func(_ chunkID, f *chunkFlight) { f.buf.End() })
+	c.fetch.staged.free = c.bufs.Put
+	c.fetch.staged.pushedOut = &c.stats.stagedPushedOut
 	// The snapshot the start-up scan reads, taken before anything writes.
-	c.snap = c.db.NewTransaction(false)
-	index := &indexFiles{dir: filepath.Join(c.dir, "index"), space: c.space, done: map[string]int64{}}
-	index.prepare()
-	c.dropper = startDropper(c)
-	c.commits = startCommitter(c.db, filepath.Join(c.dir, "data"), c.packs, index, c.log, c.dropper.failed, c.recordsDeleted)
+	c.scan.ready = make(chan struct{})
+	c.scan.snap = c.disk.index.Snapshot()
+	c.disk.index.Prepare()
+	c.disk.dropper = startDropper(c)
+	c.disk.commits = startCommitter(c.disk.index, filepath.Join(c.dir, "data"), c.disk.packs, c.log, c.disk.dropper.failed, c.recordsDeleted)
 	c.maintenance.Add(1)
-	go c.runValueLogGC()
+	go func() {
+		defer c.maintenance.Done()
+		c.disk.index.RunValueLogGC(c.ctx, valueLogGCInterval, c.disk.space.IsFull)
+	}()
 	return c, nil
 }
 
-// memTableSize is the index's memtable size (see open).
-const memTableSize = 8 << 20
-
-func (c *Cache) open() error {
+// openDisk takes the directory lock and opens what the cache keeps on
+// disk, making its directories if need be. What it opened before failing
+// is closed by disk.close.
+func (c *Cache) openDisk(opts Options) error {
+	d := &c.disk
+	var err error
+	if d.lock, err = lockDir(c.dir); err != nil {
+		return err
+	}
+	if d.space, err = store.StartSpaceGuard(c.dir, reserveSize, opts.spaceCheckEvery, c.log); err != nil {
+		return err
+	}
 	// data/ before data/xx/: a link at data would take them elsewhere.
 	subs := []string{"data", "packs", "index"}
 	for i := range 256 {
 		subs = append(subs, filepath.Join("data", fmt.Sprintf("%02x", i)))
 	}
 	for _, sub := range subs {
-		d := filepath.Join(c.dir, sub)
-		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		p := filepath.Join(c.dir, sub)
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("create cache dir: %w", err)
 		}
-		if err := checkPrivateSub(d); err != nil {
+		if err := store.CheckPrivateSub(p); err != nil {
 			return err
 		}
 	}
-	packs, err := openPackStore(filepath.Join(c.dir, "packs"), c.log, c.stats.fetchesInFlight.Load)
-	if err != nil {
+	if d.packs, err = store.OpenPackStore(filepath.Join(c.dir, "packs"), c.log, c.stats.fetchesInFlight.Load); err != nil {
 		return err
 	}
-	c.packs = packs
-	bopts := badger.DefaultOptions(filepath.Join(c.dir, "index")).
-		// Badger logs each memtable in a file of twice its size, which
-		// indexFiles allocates on disk. 8 MiB holds the records of some
-		// 50,000 cached files, and is the least that takes a 1 MiB value
-		// (a listing page) in one batch.
-		WithMemTableSize(memTableSize).
-		WithNumMemtables(2).
-		WithNumLevelZeroTables(2).
-		WithNumLevelZeroTablesStall(4).
-		WithCompression(options.None).
-		WithBlockCacheSize(0).
-		WithIndexCacheSize(32 << 20).
-		// The value log holds only listing pages of 1 MiB or more; badger
-		// maps twice this size, and indexFiles allocates it all on disk.
-		WithValueLogFileSize(4 << 20).
-		WithLogger(badgerLogger{c.log})
-	db, err := badger.Open(bopts)
-	if err != nil {
-		return fmt.Errorf("open cache index: %w", err)
+	d.index, err = index.Open(filepath.Join(c.dir, "index"), c.dir, c.log, d.space.NoSpace)
+	return err
+}
+
+// close closes what openDisk opened, when Open fails.
+func (d *disk) close() {
+	if d.index != nil {
+		d.index.Close()
 	}
-	c.db = db
-	return c.checkFormat()
+	if d.packs != nil {
+		d.packs.Close()
+	}
+	d.space.Close()
+	if d.lock != nil {
+		d.lock.Close()
+	}
 }
 
 // lockDir takes an exclusive, non-blocking flock on dir/dsmount.lock and
@@ -255,7 +294,7 @@ func (c *Cache) open() error {
 func lockDir(dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "dsmount.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open cache lock: %w", linkErr(err))
+		return nil, fmt.Errorf("open cache lock: %w", store.LinkErr(err))
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		b := make([]byte, 32)
@@ -275,57 +314,34 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-func (c *Cache) checkFormat() error {
-	return c.db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(keyFormat))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return txn.Set([]byte(keyFormat), []byte(formatVersion))
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			if string(v) != formatVersion {
-				return fmt.Errorf("cache dir %s has format %q, this dsmount uses %q: remove it or pick another --cache-dir", c.dir, v, formatVersion)
-			}
-			return nil
-		})
-	})
-}
-
 // Close waits for fetches in flight, makes pending chunks durable, and
 // releases the index and the directory lock.
 func (c *Cache) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
+	c.table.mu.Lock()
+	c.table.closed = true
+	c.table.mu.Unlock()
 	c.cancel()
-	c.scanOnce.Do(func() {
-		c.snap.Discard()
-		close(c.ready)
+	c.scan.once.Do(func() {
+		c.scan.snap.Discard()
+		close(c.scan.ready)
 	})
-	c.fetches.Wait()
-	c.flights.workers.close()
+	c.fetch.running.Wait()
+	c.fetch.flights.Close()
 	c.maintenance.Wait()
-	c.commits.close()
-	c.dropper.close()
-	c.packs.close()
-	c.space.close()
-	// Closing the index flushes its memtable into a new table, which with
-	// no room left would fault (see indexFiles). Everything it was given is
-	// in its log already, which it replays at the next start: with no room,
-	// leave it unclosed rather than crash. Its goroutines and maps stay
-	// until the process exits, and its directory lock with them: this
-	// process can't open the cache again (the daemon exits after Close).
-	var err error
-	if c.commits.index.prepare() {
-		err = c.db.Close()
-	} else {
+	c.disk.commits.close()
+	c.disk.dropper.close()
+	c.disk.packs.Close()
+	c.disk.space.Close()
+	// With no room left, the index is left unclosed rather than crash (see
+	// index.DB.Close): this process can't open the cache again, and the
+	// daemon exits after Close.
+	closed, err := c.disk.index.Close()
+	if !closed {
 		c.log.Warn("cache: the cache filesystem is full; the index is left for its log to be replayed at the next start", "dir", c.dir)
 	}
-	c.lockFile.Close()
-	c.staged.drain()
-	if !c.bufs.close() {
+	c.disk.lock.Close()
+	c.fetch.staged.drain()
+	if !c.bufs.Close() {
 		c.log.Debug("cache: chunk buffers still held at close; their memory stays mapped")
 	}
 	return err
@@ -340,46 +356,35 @@ func (c *Cache) ChunkSize() int64 { return c.chunkSize }
 // Capacity is the configured capacity in bytes (0: unlimited). Under
 // Options.CapacityFromUsed it waits for the start-up count.
 func (c *Cache) Capacity() int64 {
-	if c.capFunc != nil {
+	if c.budget.capFunc != nil {
 		c.awaitIndex()
 	}
-	return c.capacity.Load()
+	return c.budget.capacity.Load()
 }
 
 // SetCapacity changes the capacity (0: unlimited). Lowering it evicts
 // nothing at once; new data is admitted only as the policy makes room.
 func (c *Cache) SetCapacity(n int64) {
-	if c.capFunc != nil {
+	if c.budget.capFunc != nil {
 		c.awaitIndex() // after the capacity the count sets, not before
 	}
-	c.capacity.Store(max(n, 0))
+	c.budget.capacity.Store(max(n, 0))
 }
 
 // Used is the number of bytes of cached chunks. Just after Open it waits
 // for the records to be counted (StartIndexScan).
 func (c *Cache) Used() int64 {
 	c.awaitIndex()
-	return c.used.Load()
+	return c.budget.used.Load()
 }
 
 // UsedIfCounted is Used without the wait: false while the records are
 // still being counted.
 func (c *Cache) UsedIfCounted() (int64, bool) {
 	select {
-	case <-c.ready:
-		return c.used.Load(), true
+	case <-c.scan.ready:
+		return c.budget.used.Load(), true
 	default:
 		return 0, false
 	}
 }
-
-type badgerLogger struct{ l *slog.Logger }
-
-func (b badgerLogger) Errorf(f string, a ...any) {
-	b.l.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
-}
-func (b badgerLogger) Warningf(f string, a ...any) {
-	b.l.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
-}
-func (b badgerLogger) Infof(string, ...any)  {}
-func (b badgerLogger) Debugf(string, ...any) {}

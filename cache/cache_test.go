@@ -164,7 +164,7 @@ func TestCorruptChunkIsRefetched(t *testing.T) {
 	// Flip a byte in the middle of the cached file, as a torn write or bad
 	// disk would.
 	meta := metaOf(mem.ID(), obj, 64<<10)
-	id := meta.id()
+	id := ObjectID(meta.ID())
 	path := filepath.Join(dir, "data", id.String()[:2], id.String())
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {

@@ -2,34 +2,16 @@ package cache
 
 import (
 	"errors"
-	"hash/crc32"
 	"io/fs"
+
+	"github.com/dsmount/dsmount/cache/internal/record"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
 
-// Cached bytes are checked in blocks: every chunk's bytes are split into
-// check blocks of checkBlock bytes (the last one of a chunk shorter), and
-// each block's CRC32C is kept with the chunk. A read of a cached chunk
-// reads the blocks it touches and checks each before serving any byte of
-// them (doc.go, "Trust"). Checking whole chunks instead would make a read
-// of 4 KiB or 128 KiB from a 4 MiB chunk read and checksum all 4 MiB:
-// 15-22x the cost of the read itself, even from the page cache (go test
-// ./cache -bench CachedRead, docs/guarantees.md). At 128 KiB a kernel
-// READ (128 KiB to 1 MiB, mostly aligned) touches one block more at most,
-// and a file of up to 128 KiB, the common small sample, is one block, one
-// CRC, as before blocks.
-const checkBlock = 128 << 10
-
-// blocksIn is the number of check blocks of a chunk of n bytes.
-func blocksIn(n int64) int { return int((n + checkBlock - 1) / checkBlock) }
-
-// blockSums returns the CRC32C of each check block of data, in order.
-func blockSums(data []byte) []uint32 {
-	sums := make([]uint32, blocksIn(int64(len(data))))
-	for i := range sums {
-		sums[i] = crc32.Checksum(data[i*checkBlock:min((i+1)*checkBlock, len(data))], castagnoli)
-	}
-	return sums
-}
+// Cached bytes are checked in blocks (record.CheckBlock), each with its
+// CRC32C in the chunk's record: a read of a cached chunk reads the blocks
+// it touches and checks each before serving any byte of them (doc.go,
+// "Trust").
 
 // readVerified returns the whole of chunk idx of o, read from its cache
 // file and checked (readChecked); false if it isn't cached or fails its
@@ -38,9 +20,9 @@ func (c *Cache) readVerified(o *object, idx int) ([]byte, bool) {
 	if !o.present(idx) {
 		return nil, false // the usual case of a fetch: no buffer to take and give back
 	}
-	buf := c.bufs.get(int(o.meta.chunkLen(idx)))
+	buf := c.bufs.Get(int(o.meta.ChunkLen(idx)))
 	if !c.readChecked(o, idx, buf, 0) {
-		c.bufs.put(buf)
+		c.bufs.Put(buf)
 		return nil, false
 	}
 	return buf, true
@@ -70,28 +52,28 @@ func (c *Cache) readChecked(o *object, idx int, dst []byte, inner int64) bool {
 	var err error
 	direct := false
 	if sl := o.loc.Load(); sl != nil {
-		aligned := c.bufs.getPooled(int(alignUp(n)))
-		defer c.bufs.put(aligned)
-		if direct, err = sl.readDirect(aligned, chunkOff+from, int(n)); direct {
+		aligned := c.bufs.GetPooled(int(store.AlignUp(n)))
+		defer c.bufs.Put(aligned)
+		if direct, err = sl.ReadDirect(aligned, chunkOff+from, int(n)); direct {
 			buf, own = aligned[:n], true
 		}
-	} else if !o.meta.packed() {
+	} else if !o.meta.Packed() {
 		// A chunk file, read around the page cache too: the mount's pages
 		// hold the bytes once, and no copy goes through the file's.
-		aligned := c.bufs.getPooled(int(alignUp(n)))
-		defer c.bufs.put(aligned)
-		if direct, err = preadDirect(o.path, aligned, chunkOff+from, int(n)); direct {
+		aligned := c.bufs.GetPooled(int(store.AlignUp(n)))
+		defer c.bufs.Put(aligned)
+		if direct, err = o.file.ReadDirect(aligned, chunkOff+from, int(n)); direct {
 			buf, own = aligned[:n], true
 		}
 	}
 	if !direct {
 		if own {
-			buf = c.bufs.get(int(n))
-			defer c.bufs.put(buf)
+			buf = c.bufs.Get(int(n))
+			defer c.bufs.Put(buf)
 		}
 		err = o.readAt(buf, chunkOff+from)
 	}
-	ok := err == nil && sumsMatch(buf, sums)
+	ok := err == nil && record.SumsMatch(buf, sums)
 	o.mu.RUnlock()
 	if ok {
 		if own {
@@ -102,30 +84,16 @@ func (c *Cache) readChecked(o *object, idx int, dst []byte, inner int64) bool {
 	switch {
 	case err == nil:
 		c.stats.verifyFailures.Add(1)
-		c.readWarn.warn(c.log, "cache: cached chunk failed its checksum; refetching", "key", o.meta.Key, "chunk", idx)
+		c.warn.read.warn(c.log, "cache: cached chunk failed its checksum; refetching", "key", o.meta.Key, "chunk", idx)
 		c.dropChunk(o, idx)
-	case errors.Is(err, fs.ErrNotExist) && !o.meta.packed():
+	case errors.Is(err, fs.ErrNotExist) && !o.meta.Packed():
 		c.vanished(o)
 	default:
 		c.stats.verifyFailures.Add(1)
-		c.readWarn.warn(c.log, "cache: read of cached chunk failed; refetching", "key", o.meta.Key, "chunk", idx, "err", err)
+		c.warn.read.warn(c.log, "cache: read of cached chunk failed; refetching", "key", o.meta.Key, "chunk", idx, "err", err)
 		c.dropChunk(o, idx)
 	}
 	return false
-}
-
-// sumsMatch checks buf, consecutive check blocks, against their sums (one
-// sum for the whole of buf when there is one).
-func sumsMatch(buf []byte, sums []uint32) bool {
-	if len(sums) == 1 {
-		return crc32.Checksum(buf, castagnoli) == sums[0]
-	}
-	for i, want := range sums {
-		if crc32.Checksum(buf[i*checkBlock:min((i+1)*checkBlock, len(buf))], castagnoli) != want {
-			return false
-		}
-	}
-	return true
 }
 
 // checkSpan returns chunk idx's state and the part of it a read of n bytes
@@ -142,27 +110,27 @@ func (o *object) checkSpan(idx int, inner, n int64) (ch chunk, sums []uint32, fr
 	if ch.state == chunkAbsent {
 		return ch, nil, 0, 0
 	}
-	size := o.meta.chunkLen(idx)
-	nb := blocksIn(size)
+	size := o.meta.ChunkLen(idx)
+	nb := record.BlocksIn(size)
 	if nb == 1 || ch.whole {
 		return ch, []uint32{ch.crc}, 0, size
 	}
-	b0, b1 := int(inner/checkBlock), int((inner+n+checkBlock-1)/checkBlock)
+	b0, b1 := int(inner/record.CheckBlock), int((inner+n+record.CheckBlock-1)/record.CheckBlock)
 	base := o.sumsAt(idx)
-	return ch, append([]uint32(nil), o.sums[base+b0:base+b1]...), int64(b0) * checkBlock, min(int64(b1)*checkBlock, size)
+	return ch, append([]uint32(nil), o.sums[base+b0:base+b1]...), int64(b0) * record.CheckBlock, min(int64(b1)*record.CheckBlock, size)
 }
 
 // sumsAt is where chunk idx's block sums start in o.sums.
-func (o *object) sumsAt(idx int) int { return idx * blocksIn(o.meta.ChunkSize) }
+func (o *object) sumsAt(idx int) int { return idx * record.BlocksIn(o.meta.ChunkSize) }
 
 // sumsLen is the length o.sums has once allocated: every block of every
 // chunk of the object.
 func (o *object) sumsLen() int {
-	n := o.meta.numChunks()
+	n := o.meta.NumChunks()
 	if n == 0 {
 		return 0
 	}
-	return o.sumsAt(n-1) + blocksIn(o.meta.chunkLen(n-1))
+	return o.sumsAt(n-1) + record.BlocksIn(o.meta.ChunkLen(n-1))
 }
 
 // setSums records chunk idx's check sums; o.bits is held. A chunk of one

@@ -3,23 +3,23 @@ package cache
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"hash/crc32"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/memory"
+	"github.com/dsmount/dsmount/cache/internal/index"
+	"github.com/dsmount/dsmount/cache/internal/record"
 )
 
 // cachedFilePath is where obj's chunks live (an object of several chunks).
 func cachedFilePath(dir string, mem *memory.Backend, obj backend.Object, chunkSize int64) string {
 	meta := metaOf(mem.ID(), obj, chunkSize)
-	id := meta.id().String()
+	id := ObjectID(meta.ID()).String()
 	return filepath.Join(dir, "data", id[:2], id)
 }
 
@@ -55,9 +55,9 @@ func TestReadsCheckTheBlocksTheyTouch(t *testing.T) {
 	defer c.Close()
 	s := c.Source(mem)
 	readAll(t, s, obj)
-	c.commits.barrier()
+	c.disk.commits.barrier()
 
-	flipByte(t, cachedFilePath(dir, mem, obj, chunkSize), chunkSize+5*checkBlock+7) // chunk 1, block 5
+	flipByte(t, cachedFilePath(dir, mem, obj, chunkSize), chunkSize+5*record.CheckBlock+7) // chunk 1, block 5
 	read := func(off, n int64) {
 		t.Helper()
 		buf := make([]byte, n)
@@ -69,12 +69,12 @@ func TestReadsCheckTheBlocksTheyTouch(t *testing.T) {
 		}
 	}
 	before := mem.Reads.Load()
-	read(chunkSize+4096, 8192)             // block 0 of chunk 1: intact
-	read(chunkSize+4*checkBlock+100, 4096) // block 4: intact
+	read(chunkSize+4096, 8192)                    // block 0 of chunk 1: intact
+	read(chunkSize+4*record.CheckBlock+100, 4096) // block 4: intact
 	if c.Stats().VerifyFailures != 0 || mem.Reads.Load() != before {
 		t.Fatalf("reads of intact blocks: %d verify failures, %d fetches; want none", c.Stats().VerifyFailures, mem.Reads.Load()-before)
 	}
-	read(chunkSize+5*checkBlock, 100) // block 5: flipped
+	read(chunkSize+5*record.CheckBlock, 100) // block 5: flipped
 	if c.Stats().VerifyFailures != 1 || mem.Reads.Load()-before != 1 {
 		t.Fatalf("read of the flipped block: %d verify failures, %d fetches; want 1 and 1", c.Stats().VerifyFailures, mem.Reads.Load()-before)
 	}
@@ -88,27 +88,23 @@ func TestWholeChunkRecordsAreCheckedWhole(t *testing.T) {
 	dir, mem, obj := cacheOne(t, Options{ChunkSize: chunkSize}, 13, 2*chunkSize)
 
 	// Rewrite chunk 0's record as an older dsmount wrote it.
-	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "index")).WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := openIndex(t, dir)
 	meta := metaOf(mem.ID(), obj, chunkSize)
-	id := meta.id()
-	old := binary.BigEndian.AppendUint32(nil, crc32.Checksum(mem.Data("x")[:chunkSize], castagnoli))
-	old = binary.BigEndian.AppendUint32(old, chunkSize)
-	if err := db.Update(func(txn *badger.Txn) error { return txn.Set(chunkKey(id, 0), old) }); err != nil {
+	// One CRC32C for the whole chunk: 8 bytes, CRC then length.
+	old := record.Chunk{Len: chunkSize, Sums: []uint32{crc32.Checksum(mem.Data("x")[:chunkSize], crc32.MakeTable(crc32.Castagnoli))}}
+	if err := x.Update(func(w index.Writer) error { return w.SetChunk(meta.ID(), 0, old) }); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
+	x.Close()
 
 	c := openCache(t, dir, Options{ChunkSize: chunkSize})
 	defer c.Close()
 	s := c.Source(mem)
 	buf := make([]byte, 4096)
-	if _, err := s.ReadAt(context.Background(), obj, buf, 3*checkBlock); err != nil || !bytes.Equal(buf, mem.Data("x")[3*checkBlock:3*checkBlock+4096]) {
+	if _, err := s.ReadAt(context.Background(), obj, buf, 3*record.CheckBlock); err != nil || !bytes.Equal(buf, mem.Data("x")[3*record.CheckBlock:3*record.CheckBlock+4096]) {
 		t.Fatalf("read under a whole-chunk record: %v, or wrong bytes", err)
 	}
-	flipByte(t, cachedFilePath(dir, mem, obj, chunkSize), 7*checkBlock+1)
+	flipByte(t, cachedFilePath(dir, mem, obj, chunkSize), 7*record.CheckBlock+1)
 	before := mem.Reads.Load()
 	if _, err := s.ReadAt(context.Background(), obj, buf, 0); err != nil || !bytes.Equal(buf, mem.Data("x")[:4096]) {
 		t.Fatalf("read after a flip elsewhere in the chunk: %v, or wrong bytes", err)
@@ -116,4 +112,14 @@ func TestWholeChunkRecordsAreCheckedWhole(t *testing.T) {
 	if c.Stats().VerifyFailures != 1 || mem.Reads.Load()-before != 1 {
 		t.Fatalf("%d verify failures, %d fetches; want the whole chunk checked (1 and 1)", c.Stats().VerifyFailures, mem.Reads.Load()-before)
 	}
+}
+
+// openIndex opens the index of the closed cache at dir, as the cache does.
+func openIndex(t testing.TB, dir string) *index.DB {
+	t.Helper()
+	x, err := index.Open(filepath.Join(dir, "index"), dir, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
 }

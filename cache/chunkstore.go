@@ -5,11 +5,11 @@ package cache
 
 import (
 	"errors"
-	"os"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/dsmount/dsmount/cache/internal/record"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
 
 // store offers a fetched chunk to the cache: if the policy admits it, the
@@ -35,7 +35,7 @@ func (c *Cache) store(o *object, idx int, data []byte, sums []uint32, counted fu
 	o.mu.RLock()
 	if o.dead {
 		o.mu.RUnlock()
-		c.used.Add(-n)
+		c.budget.used.Add(-n)
 		return
 	}
 	sl, stale, err := c.write(o, idx, data)
@@ -45,12 +45,12 @@ func (c *Cache) store(o *object, idx int, data []byte, sums []uint32, counted fu
 	}
 	if err != nil {
 		o.mu.RUnlock()
-		c.used.Add(-n)
+		c.budget.used.Add(-n)
 		c.stats.writeErrors.Add(1)
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-			c.space.noSpace(err)
+			c.disk.space.NoSpace(err)
 		}
-		c.writeWarn.warn(c.log, "cache: write failed; serving without caching", "key", o.meta.Key, "chunk", idx, "err", err)
+		c.warn.write.warn(c.log, "cache: write failed; serving without caching", "key", o.meta.Key, "chunk", idx, "err", err)
 		return
 	}
 	// Still holding mu shared: o can't die; bits orders us with the other
@@ -60,12 +60,12 @@ func (c *Cache) store(o *object, idx int, data []byte, sums []uint32, counted fu
 		o.bits.Unlock()
 		o.mu.RUnlock()
 		if sl != nil {
-			c.packs.free(*sl, n)
+			c.disk.packs.Free(*sl, n)
 		}
-		c.used.Add(-n)
+		c.budget.used.Add(-n)
 		return
 	}
-	var old *slot
+	var old *store.Slot
 	if sl != nil {
 		// Published before the chunk is marked present: a reader that sees
 		// it present reads this slot.
@@ -78,33 +78,83 @@ func (c *Cache) store(o *object, idx int, data []byte, sums []uint32, counted fu
 	o.accessed.Store(time.Now().Unix())
 	// Sent under mu (shared): an eviction's delete is queued under mu held
 	// exclusively, so it can't slip between this record and its object.
-	c.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n), Sums: sums}, slot: sl, crc: sums[0]})
+	c.disk.commits.send(commitOp{kind: opAddChunk, o: o, idx: idx, rec: record.Chunk{Len: uint32(n), Sums: sums}, slot: sl, crc: sums[0]})
 	o.bits.Unlock()
 	o.mu.RUnlock()
 	if old != nil {
 		// A slot whose chunk was dropped before: nobody reads it.
-		c.packs.free(*old, n)
+		c.disk.packs.Free(*old, n)
 	}
 	c.policy.Added(o.id, n)
+}
+
+// write writes chunk idx's bytes to o's file or, for a packed object, to a
+// new slot, which it returns; o.mu is held shared. stale lists the chunks
+// that were marked present when the write had to create o's file: their
+// bytes were in a file that is gone (deleted under the daemon).
+func (c *Cache) write(o *object, idx int, data []byte) (sl *store.Slot, stale []int, err error) {
+	if !o.meta.Packed() {
+		// Listed before the write: a store into the file this one
+		// creates may mark its chunk present before the write returns.
+		before := o.presentChunks()
+		var size int64
+		if o.meta.NumChunks() > 1 {
+			size = o.meta.Size
+		}
+		created, err := o.file.Write(data, int64(idx)*o.meta.ChunkSize, size)
+		if created {
+			// A new directory entry: the committer must sync the
+			// directory before recording any chunk of this file.
+			o.created.Store(true)
+			stale = before
+		}
+		return nil, stale, err
+	}
+	if int64(cap(data)) < store.AlignUp(int64(len(data))) {
+		// Too small a buffer for a whole-block write (an unpooled one, for
+		// a tiny object): copy it into a pooled one.
+		buf := c.bufs.GetPooled(len(data))
+		defer c.bufs.Put(buf)
+		copy(buf, data)
+		data = buf
+	}
+	put, err := c.disk.packs.Put(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &put, nil, nil
+}
+
+// presentChunks lists the chunks of o marked present; o.mu is held.
+func (o *object) presentChunks() []int {
+	o.bits.Lock()
+	defer o.bits.Unlock()
+	var idxs []int
+	for i, ch := range o.chunks {
+		if ch.state != chunkAbsent {
+			idxs = append(idxs, i)
+		}
+	}
+	return idxs
 }
 
 // reserve accounts n more bytes against capacity, evicting the policy's
 // victims as needed. False means the policy would rather not cache them.
 func (c *Cache) reserve(incoming ObjectID, n int64) bool {
-	if c.space.isFull() {
+	if c.disk.space.IsFull() {
 		return false
 	}
 	c.awaitIndex()
-	c.spaceMu.Lock()
-	defer c.spaceMu.Unlock()
-	for capacity := c.capacity.Load(); capacity > 0 && c.used.Load()+n > capacity; {
+	c.budget.mu.Lock()
+	defer c.budget.mu.Unlock()
+	for capacity := c.budget.capacity.Load(); capacity > 0 && c.budget.used.Load()+n > capacity; {
 		victim, ok := c.policy.Victim(incoming, n)
 		if !ok || victim == incoming {
 			return false
 		}
 		c.evict(victim)
 	}
-	c.used.Add(n)
+	c.budget.used.Add(n)
 	return true
 }
 
@@ -135,13 +185,13 @@ func (c *Cache) dropWhere(o *object, match func(idx int, ch chunk) bool) {
 		if ch.state == chunkAbsent || !match(idx, ch) {
 			continue
 		}
-		n := o.meta.chunkLen(idx)
+		n := o.meta.ChunkLen(idx)
 		o.chunks[idx] = chunk{}
 		o.cached -= n
-		c.used.Add(-n)
+		c.budget.used.Add(-n)
 		c.freeSlot(o)
 		o.stamp.Store(nil)
-		c.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: chunkRecord{Len: uint32(n)}})
+		c.disk.commits.send(commitOp{kind: opDropChunk, o: o, idx: idx, rec: record.Chunk{Len: uint32(n)}})
 	}
 }
 
@@ -149,7 +199,7 @@ func (c *Cache) dropWhere(o *object, match func(idx int, ch chunk) bool) {
 // store had to create it anew.
 func (c *Cache) dropStale(o *object, idxs []int) {
 	c.stats.verifyFailures.Add(1)
-	c.readWarn.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", o.path, "chunks", len(idxs))
+	c.warn.read.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", o.file, "chunks", len(idxs))
 	for _, idx := range idxs {
 		c.dropChunk(o, idx)
 	}
@@ -160,47 +210,6 @@ func (c *Cache) dropStale(o *object, idxs []int) {
 // now would create a new, empty file.
 func (c *Cache) vanished(o *object) {
 	c.stats.verifyFailures.Add(1)
-	c.readWarn.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", o.path)
+	c.warn.read.warn(c.log, "cache: cache file vanished; refetching its chunks", "key", o.meta.Key, "path", string(o.file))
 	c.dropWhere(o, func(int, chunk) bool { return true })
-}
-
-// preadDirect reads the n bytes at off of the file at path into buf with
-// O_DIRECT, where off and buf are aligned and buf holds n rounded up; it
-// reports whether it could (false: read some other way). Bytes past the
-// file's end are not needed: a short read that covers n is whole.
-func preadDirect(path string, buf []byte, off int64, n int) (bool, error) {
-	if !directReadable(buf, off, n) {
-		return false, nil
-	}
-	f, direct, err := openDirect(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return true, err
-	}
-	defer f.Close()
-	if !direct {
-		return false, nil
-	}
-	return true, readDirectAt(f, buf, off, n)
-}
-
-func preadFull(path string, p []byte, off int64) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = f.ReadAt(p, off)
-	return err
-}
-
-func pwriteFull(o *object, p []byte, off int64) (stale []int, err error) {
-	f, direct, stale, err := o.openForWrite()
-	if err != nil {
-		return nil, err
-	}
-	err = writeChunk(f, direct, p, off)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return stale, err
 }

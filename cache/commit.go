@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
+	"github.com/dsmount/dsmount/cache/internal/index"
+	"github.com/dsmount/dsmount/cache/internal/record"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
 
 type opKind uint8
@@ -26,8 +26,8 @@ type commitOp struct {
 	kind opKind
 	o    *object
 	idx  int
-	rec  chunkRecord
-	slot *slot         // opAddChunk of a packed object: where its bytes were written
+	rec  record.Chunk
+	slot *store.Slot   // opAddChunk of a packed object: where its bytes were written
 	done chan struct{} // opBarrier
 	// crc is the CRC32C of the chunk's first check block (opAddChunk),
 	// kept when rec is cleared.
@@ -39,9 +39,9 @@ type commitOp struct {
 // path is the file an add's bytes were written to, for messages.
 func (op *commitOp) path() string {
 	if op.slot != nil {
-		return op.slot.p.path
+		return op.slot.Pack.Path()
 	}
-	return op.o.path
+	return string(op.o.file)
 }
 
 // committer turns written chunks into index records, in groups: it syncs the
@@ -50,11 +50,10 @@ func (op *commitOp) path() string {
 // grouping amortises the syncs. It is the only writer of chunk and object
 // records, so records are applied in the order ops were sent.
 type committer struct {
-	db      *badger.DB
+	index   *index.DB
 	log     *slog.Logger
 	dataDir *os.File // the cache's data dir, for syncfs; may be nil
-	packs   *packStore
-	index   *indexFiles
+	packs   *store.PackStore
 	skipped rateLimitedLog
 	ops     chan commitOp
 	wg      sync.WaitGroup
@@ -73,16 +72,15 @@ type committer struct {
 
 const (
 	maxBatch = 512
-	// batchLinger is how long a batch gathers after its first op. A cold
-	// epoch read through a mount stores ~1,000 files/s: 5 ms made batches
-	// of ~5 files, each synced file by file (fdatasync and a directory
-	// fsync each); 25 ms makes them large enough for one syncfs. A record
-	// committed later only risks being forgotten by a crash.
+	// batchLinger is how long a batch gathers after its first op: long
+	// enough for a cold epoch's stores to fill a batch worth one syncfs
+	// rather than a sync per file. A record committed later only risks
+	// being forgotten by a crash.
 	batchLinger = 25 * time.Millisecond
 )
 
-func startCommitter(db *badger.DB, dataDir string, packs *packStore, index *indexFiles, log *slog.Logger, syncFailed func([]commitOp), deleted func(*object)) *committer {
-	cm := &committer{db: db, log: log, packs: packs, index: index, ops: make(chan commitOp, 4096), syncFailed: syncFailed, deleted: deleted}
+func startCommitter(x *index.DB, dataDir string, packs *store.PackStore, log *slog.Logger, syncFailed func([]commitOp), deleted func(*object)) *committer {
+	cm := &committer{index: x, log: log, packs: packs, ops: make(chan commitOp, 4096), syncFailed: syncFailed, deleted: deleted}
 	if d, err := os.Open(dataDir); err == nil {
 		cm.dataDir = d
 	}
@@ -159,7 +157,7 @@ func (cm *committer) commit(batch []commitOp) {
 			}
 		}
 	}()
-	if cm.index != nil && !cm.index.prepare() {
+	if !cm.index.Prepare() {
 		// The index has no room to log the batch: a write there would
 		// fault. The chunks stay valid in memory, just not remembered
 		// across a restart.
@@ -176,12 +174,12 @@ func (cm *committer) commit(batch []commitOp) {
 	if len(failed) > 0 && cm.syncFailed != nil {
 		cm.syncFailed(failed)
 	}
-	// Evictions first, each in batches of its own: a large object has more
-	// chunk records than one transaction may hold. A later incarnation's
+	// Evictions first, each on its own (a large object has more chunk
+	// records than one transaction may hold). A later incarnation's
 	// records, queued after the eviction, are written after it below.
 	for _, op := range batch {
 		if op.kind == opDeleteObject {
-			if err := deleteObjectRecords(cm.db, op.o.id); err != nil {
+			if err := cm.index.DeleteObject(record.ID(op.o.id)); err != nil {
 				cm.log.Warn("cache: deleting an evicted object's records failed; its space is counted until it is read again", "key", op.o.meta.Key, "err", err)
 			} else if cm.deleted != nil {
 				cm.deleted(op.o)
@@ -193,8 +191,8 @@ func (cm *committer) commit(batch []commitOp) {
 	delta := make(map[*object]int64)
 	// Where each packed object's recorded chunk is: the slot of its last
 	// add in the batch, else wherever it is now.
-	slots := make(map[*object]*slot)
-	err := cm.db.Update(func(txn *badger.Txn) error {
+	slots := make(map[*object]*store.Slot)
+	err := cm.index.Update(func(w index.Writer) error {
 		for _, op := range batch {
 			if op.o == nil {
 				continue
@@ -204,7 +202,7 @@ func (cm *committer) commit(batch []commitOp) {
 				if !op.synced() {
 					continue
 				}
-				if err := txn.Set(chunkKey(op.o.id, op.idx), op.rec.marshal()); err != nil {
+				if err := w.SetChunk(record.ID(op.o.id), op.idx, op.rec); err != nil {
 					return err
 				}
 				delta[op.o] += int64(op.rec.Len)
@@ -212,7 +210,7 @@ func (cm *committer) commit(batch []commitOp) {
 					slots[op.o] = op.slot
 				}
 			case opDropChunk:
-				if err := txn.Delete(chunkKey(op.o.id, op.idx)); err != nil {
+				if err := w.DeleteChunk(record.ID(op.o.id), op.idx); err != nil {
 					return err
 				}
 				delta[op.o] -= int64(op.rec.Len)
@@ -227,7 +225,7 @@ func (cm *committer) commit(batch []commitOp) {
 		for o, d := range delta {
 			// Clamped: a drop of a chunk whose add never committed would
 			// otherwise go below zero. loadChunks recounts from chunk records.
-			rec := objectRecord{objectMeta: o.meta, CachedBytes: min(max(o.durable.Load()+d, 0), o.meta.Size), Accessed: o.accessed.Load()}
+			rec := record.Object{Meta: o.meta, CachedBytes: min(max(o.durable.Load()+d, 0), o.meta.Size), Accessed: o.accessed.Load()}
 			sl := slots[o]
 			if sl == nil {
 				sl = o.loc.Load()
@@ -236,9 +234,9 @@ func (cm *committer) commit(batch []commitOp) {
 				// A record naming a slot whose bytes are not durable, or no
 				// longer there, is caught by the CRC32C check of the first
 				// read after a restart.
-				rec.Pack, rec.PackOff = sl.p.id, sl.off
+				rec.Pack, rec.PackOff = sl.Pack.ID(), sl.Off
 			}
-			if err := txn.Set(objectKey(o.id), rec.marshal()); err != nil {
+			if err := w.SetObject(record.ID(o.id), &rec); err != nil {
 				return err
 			}
 		}
@@ -268,21 +266,21 @@ func (cm *committer) syncFiles(batch []commitOp) {
 		op := &batch[i]
 		if op.kind != opAddChunk || op.o.gone.Load() {
 			if op.kind == opAddChunk {
-				op.rec = chunkRecord{}
+				op.rec = record.Chunk{}
 			}
 			continue
 		}
 		if op.slot != nil {
 			continue // synced with its pack
 		}
-		if _, seen := index[op.o.path]; !seen {
-			index[op.o.path] = op.o
-			paths = append(paths, op.o.path)
+		if _, seen := index[string(op.o.file)]; !seen {
+			index[string(op.o.file)] = op.o
+			paths = append(paths, string(op.o.file))
 		}
 	}
 	synced := make(map[string]bool, len(paths))
 	dirs := make(map[string]bool)
-	if len(paths) >= syncfsThreshold && cm.syncfs() {
+	if len(paths) >= syncfsThreshold && store.Syncfs(cm.dataDir) {
 		// One syncfs makes every file of the batch and every new directory
 		// entry durable in one journal commit, where per-file syncs cost one
 		// each (the cold-epoch and warm case: many small files per batch).
@@ -292,8 +290,8 @@ func (cm *committer) syncFiles(batch []commitOp) {
 		return
 	}
 	var mu sync.Mutex
-	parallel(paths, syncWorkers, func(p string) {
-		ok := syncPath(p, true)
+	store.Parallel(paths, syncWorkers, func(p string) {
+		ok := store.SyncPath(p, true)
 		mu.Lock()
 		defer mu.Unlock()
 		synced[p] = ok
@@ -302,18 +300,18 @@ func (cm *committer) syncFiles(batch []commitOp) {
 		}
 	})
 	for i := range batch {
-		if op := &batch[i]; op.kind == opAddChunk && op.slot == nil && op.synced() && !synced[op.o.path] {
-			op.rec = chunkRecord{}
+		if op := &batch[i]; op.kind == opAddChunk && op.slot == nil && op.synced() && !synced[string(op.o.file)] {
+			op.rec = record.Chunk{}
 			op.syncFailed = true
 		}
 	}
 	for d := range dirs {
-		if !syncPath(d, false) {
+		if !store.SyncPath(d, false) {
 			// Without a durable directory entry the file may vanish on power
 			// loss; drop the records of files in it.
 			for i := range batch {
-				if op := &batch[i]; op.kind == opAddChunk && op.slot == nil && filepath.Dir(op.o.path) == d {
-					op.rec = chunkRecord{}
+				if op := &batch[i]; op.kind == opAddChunk && op.slot == nil && filepath.Dir(string(op.o.file)) == d {
+					op.rec = record.Chunk{}
 					op.o.created.Store(true) // sync the directory next time
 				}
 			}
@@ -324,20 +322,20 @@ func (cm *committer) syncFiles(batch []commitOp) {
 // syncPacks fdatasyncs every pack that a packed chunk of the batch was
 // written to, once, and drops the records of chunks whose pack failed.
 func (cm *committer) syncPacks(batch []commitOp) {
-	synced := make(map[*pack]bool)
+	synced := make(map[*store.Pack]bool)
 	for i := range batch {
 		op := &batch[i]
 		if op.kind != opAddChunk || op.slot == nil || op.o.gone.Load() {
 			continue
 		}
-		p := op.slot.p
+		p := op.slot.Pack
 		ok, seen := synced[p]
 		if !seen {
-			ok = cm.packs.sync(p)
+			ok = cm.packs.Sync(p)
 			synced[p] = ok
 		}
 		if !ok {
-			op.rec = chunkRecord{}
+			op.rec = record.Chunk{}
 			op.syncFailed = true
 		}
 	}
@@ -346,88 +344,10 @@ func (cm *committer) syncPacks(batch []commitOp) {
 const (
 	syncWorkers = 16
 	// syncfsThreshold: from this many files in a batch, one syncfs of the
-	// cache's filesystem is cheaper than a sync per file. It also syncs
-	// other writers' data on that filesystem, which only delays the commit.
+	// cache's filesystem is cheaper than a sync per file.
 	syncfsThreshold = 8
 )
-
-// syncfs flushes the whole filesystem holding the cache; false if it fails
-// (the caller then syncs file by file).
-func (cm *committer) syncfs() bool {
-	if cm.dataDir == nil {
-		return false
-	}
-	return unix.Syncfs(int(cm.dataDir.Fd())) == nil
-}
-
-// parallel runs fn on every item with at most n at a time.
-func parallel(items []string, n int, fn func(string)) {
-	if len(items) <= 1 {
-		for _, it := range items {
-			fn(it)
-		}
-		return
-	}
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for range min(n, len(items)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range work {
-				fn(it)
-			}
-		}()
-	}
-	for _, it := range items {
-		work <- it
-	}
-	close(work)
-	wg.Wait()
-}
 
 // synced reports whether syncFiles kept op: a zero Len marks a dropped op
 // (real chunks are never empty).
 func (op *commitOp) synced() bool { return op.rec.Len > 0 }
-
-// syncPath fdatasyncs a file (dataOnly) or fsyncs a directory.
-func syncPath(path string, dataOnly bool) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if dataOnly {
-		return syscall.Fdatasync(int(f.Fd())) == nil
-	}
-	return f.Sync() == nil
-}
-
-// deleteObjectRecords removes an object's chunk records, then its object
-// record, so an interrupted deletion never leaves chunks without an owner
-// that Open would count.
-func deleteObjectRecords(db *badger.DB, id ObjectID) error {
-	var keys [][]byte
-	err := db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: chunkPrefix(id)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	wb := db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range keys {
-		if err := wb.Delete(k); err != nil {
-			return err
-		}
-	}
-	if err := wb.Flush(); err != nil {
-		return err
-	}
-	return db.Update(func(txn *badger.Txn) error { return txn.Delete(objectKey(id)) })
-}

@@ -5,94 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/backend/memory"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
-
-// alignedBuf returns n bytes starting at a directAlign boundary. Room for
-// a whole block past every candidate start: with only n+directAlign, a
-// small n and an allocation that happened to start late in a block, the
-// probe ran off the end (a panic seen once in CI).
-func alignedBuf(n int) []byte {
-	b := make([]byte, max(n, directAlign)+directAlign)
-	for i := 0; i < directAlign; i++ {
-		if directLen(b[i:i+directAlign], 0) == directAlign {
-			return b[i : i+n]
-		}
-	}
-	panic("no aligned offset")
-}
-
-func TestWriteChunkBytes(t *testing.T) {
-	cases := []struct {
-		name       string
-		n          int
-		off        int64
-		unaligned  bool // buffer starts off a block boundary
-		existing   bool // file exists before (a later chunk of an object)
-		wantDirect int  // bytes that must bypass the page cache when O_DIRECT works
-	}{
-		{name: "tail only", n: 1000},
-		{name: "exact blocks", n: 8 * directAlign, wantDirect: 8 * directAlign},
-		{name: "blocks and tail", n: 110000, wantDirect: 26 * directAlign},
-		{name: "unaligned buffer", n: 110000, unaligned: true},
-		{name: "unaligned offset", n: 3 * directAlign, off: 100},
-		{name: "later chunk", n: 5*directAlign + 7, off: 4 << 20, existing: true, wantDirect: 5 * directAlign},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "obj")
-			if tc.existing {
-				if err := os.WriteFile(path, nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			p := alignedBuf(tc.n + 1)
-			if tc.unaligned {
-				p = p[1:]
-			}
-			p = p[:tc.n]
-			for i := range p {
-				p[i] = byte(i*7 + 3)
-			}
-			f, direct, err := openDirect(path, os.O_RDWR|os.O_CREATE, 0o600)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := writeChunk(f, direct, p, tc.off); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if direct {
-				resident, err := residentPages(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for pg := tc.off / directAlign; pg < (tc.off+int64(tc.wantDirect))/directAlign; pg++ {
-					if resident[pg] {
-						t.Fatalf("page %d of the aligned part is in the page cache: it was not written O_DIRECT", pg)
-					}
-				}
-			} else {
-				t.Logf("%s has no O_DIRECT: only the bytes are checked", filepath.Dir(path))
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if int64(len(got)) != tc.off+int64(tc.n) || !bytes.Equal(got[tc.off:], p) {
-				t.Fatalf("file holds %d bytes, want %d with the chunk at %d", len(got), tc.off+int64(tc.n), tc.off)
-			}
-		})
-	}
-}
 
 // residentPages reports, per page of path, whether it is in the page cache.
 func residentPages(path string) ([]bool, error) {
@@ -110,10 +30,10 @@ func residentPages(path string) ([]bool, error) {
 		return nil, err
 	}
 	defer unix.Munmap(m)
-	if os.Getpagesize() != directAlign {
-		return nil, fmt.Errorf("page size %d: the test assumes %d", os.Getpagesize(), directAlign)
+	if os.Getpagesize() != store.Align {
+		return nil, fmt.Errorf("page size %d: the test assumes %d", os.Getpagesize(), store.Align)
 	}
-	vec := make([]byte, (len(m)+directAlign-1)/directAlign)
+	vec := make([]byte, (len(m)+store.Align-1)/store.Align)
 	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0])))
 	if errno != 0 {
 		return nil, errno
@@ -139,12 +59,12 @@ func TestChunkFileReadsSkipThePageCache(t *testing.T) {
 	want := randBytes(rng, 2<<20+12345)
 	obj := mem.Put("large", want)
 	readAll(t, s, obj) // fetched and stored
-	c.commits.barrier()
+	c.disk.commits.barrier()
 	o, err := c.existing(metaOf(s.id, obj, c.chunkSize))
-	if err != nil || o == nil || o.meta.packed() {
+	if err != nil || o == nil || o.meta.Packed() {
 		t.Fatalf("the object is not cached in a chunk file (%v)", err)
 	}
-	f, err := os.Open(o.path)
+	f, err := os.Open(string(o.file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,16 +73,16 @@ func TestChunkFileReadsSkipThePageCache(t *testing.T) {
 	if got := readAll(t, s, obj); !bytes.Equal(got, want) {
 		t.Fatal("the cached object reads back wrong")
 	}
-	resident, err := residentPages(o.path)
+	resident, err := residentPages(string(o.file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, direct, err := openDirect(o.path, os.O_RDONLY, 0); err != nil || !direct {
+	if _, direct, err := store.OpenDirect(string(o.file), os.O_RDONLY, 0); err != nil || !direct {
 		t.Logf("%s has no O_DIRECT (%v): only the bytes are checked", dir, err)
 		return
 	}
 	n := 0
-	for _, r := range resident[:len(want)/directAlign] { // the unaligned tail may be resident
+	for _, r := range resident[:len(want)/store.Align] { // the unaligned tail may be resident
 		if r {
 			n++
 		}

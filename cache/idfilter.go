@@ -4,14 +4,14 @@ import "encoding/binary"
 
 // idFilter is a Bloom filter of ObjectIDs: the IDs of the object records
 // the start-up scan found. An object nobody has asked for since the
-// restart is made from its record, which takes a point read of the index
-// (1.6 µs for an ID with none); `dsmount warm --check` of ImageNet asks
-// about 1.28M objects, most never cached. With the filter, an ID it has
-// never seen costs no read. False positives (about 1% at 10 bits an ID)
-// only cost the read; there are no false negatives.
+// restart is made from its record, a point read of the index, and
+// `dsmount warm --check` of ImageNet asks about 1.28M objects, most
+// never cached. With the filter, an ID it has never seen costs no read.
+// False positives (a few at 10 bits an ID) only cost the read; there are
+// no false negatives.
 //
 // Immutable once built; read without locks by whoever has seen it
-// published (Cache.ready closed).
+// published (startupScan.ready closed).
 type idFilter struct {
 	bits []uint64
 	mask uint64 // bit count - 1; a power of two

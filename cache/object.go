@@ -1,17 +1,31 @@
 package cache
 
 import (
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
+	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache/internal/record"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
+
+// ObjectID names one version of one object of one source, at one chunk size.
+type ObjectID [16]byte
+
+func (id ObjectID) String() string { return record.ID(id).String() }
+
+// chunkID names one chunk of one object version.
+type chunkID struct {
+	obj ObjectID
+	idx int
+}
+
+// metaOf is the identity of obj's version as read from source at chunkSize.
+func metaOf(source string, obj backend.Object, chunkSize int64) record.Meta {
+	return record.NewMeta(source, obj.Key, obj.Size, obj.Version, chunkSize)
+}
 
 type chunkState uint8
 
@@ -38,8 +52,9 @@ type chunk struct {
 // from it again. cached is the sum of the lengths of non-absent chunks.
 type object struct {
 	id   ObjectID
-	meta objectMeta
-	path string
+	meta record.Meta
+	// file is where its chunks live, unless it is packed (loc).
+	file store.File
 
 	// mu guards the file's life: held shared by whoever reads or writes
 	// the file or needs dead to stay false, exclusively to load the chunk
@@ -70,12 +85,12 @@ type object struct {
 	// stamp identifies the cache file (of an object of several chunks)
 	// whose every chunk was last checked for FUSE passthrough, where the
 	// kernel reads the file itself (passthrough.go); nil until then.
-	stamp atomic.Pointer[fileStamp]
-	// loc is where a packed object's bytes are (pack.go); nil for an
+	stamp atomic.Pointer[store.Stamp]
+	// loc is where a packed object's bytes are (a pack slot); nil for an
 	// object whose chunks live in the file at path. Set when its chunk is
 	// stored (before the chunk is marked present) or loaded, cleared when
 	// the slot is freed (under mu held exclusively).
-	loc atomic.Pointer[slot]
+	loc atomic.Pointer[store.Slot]
 }
 
 // chunkAt returns chunk idx's state; o.mu is held (shared or exclusive)
@@ -100,19 +115,6 @@ func (o *object) present(idx int) bool {
 	return !o.dead && o.chunkAt(idx).state != chunkAbsent
 }
 
-// presentChunks lists the chunks of o marked present; o.mu is held.
-func (o *object) presentChunks() []int {
-	o.bits.Lock()
-	defer o.bits.Unlock()
-	var idxs []int
-	for i, ch := range o.chunks {
-		if ch.state != chunkAbsent {
-			idxs = append(idxs, i)
-		}
-	}
-	return idxs
-}
-
 // accessPersistInterval bounds how often a read refreshes an object's
 // persisted access time: recency across restarts needs hours, not
 // microseconds, and a write per hit would tax the hot path.
@@ -127,19 +129,30 @@ func (c *Cache) touched(o *object) {
 	if now-prev < accessPersistInterval || !o.accessed.CompareAndSwap(prev, now) {
 		return
 	}
-	c.commits.send(commitOp{kind: opTouch, o: o})
+	c.disk.commits.send(commitOp{kind: opTouch, o: o})
 }
 
-func (c *Cache) newObject(id ObjectID, meta objectMeta) *object {
+func (c *Cache) newObject(id ObjectID, meta record.Meta) *object {
 	h := id.String()
-	return &object{id: id, meta: meta, path: filepath.Join(c.dir, "data", h[:2], h)}
+	return &object{id: id, meta: meta, file: store.File(filepath.Join(c.dir, "data", h[:2], h))}
 }
 
 // object returns the live object for meta, creating it and loading its
 // chunk records on first use.
-func (c *Cache) object(meta objectMeta) (*object, error) {
-	o, err := c.materialize(meta.id(), &meta)
+func (c *Cache) object(meta record.Meta) (*object, error) {
+	o, err := c.materialize(ObjectID(meta.ID()), &meta)
 	if err != nil {
+		return nil, err
+	}
+	return c.load(o)
+}
+
+// existing is object for an object the cache already knows, and nil
+// otherwise: queries about what is cached must not create state for every
+// object they ask about.
+func (c *Cache) existing(meta record.Meta) (*object, error) {
+	o, err := c.materialize(ObjectID(meta.ID()), nil)
+	if o == nil || err != nil {
 		return nil, err
 	}
 	return c.load(o)
@@ -166,76 +179,37 @@ func (c *Cache) load(o *object) (*object, error) {
 // loadChunks reads o's chunk records; o.mu is held exclusively. Records that
 // don't fit the object's shape are ignored (and so refetched).
 func (c *Cache) loadChunks(o *object) error {
-	o.chunks = make([]chunk, o.meta.numChunks())
+	o.chunks = make([]chunk, o.meta.NumChunks())
 	var total int64
-	err := c.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 64, Prefix: chunkPrefix(o.id)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			k := it.Item().Key()
-			if len(k) != 21 {
-				continue
-			}
-			idx := int(uint32(k[17])<<24 | uint32(k[18])<<16 | uint32(k[19])<<8 | uint32(k[20]))
-			var rec chunkRecord
-			if err := it.Item().Value(rec.unmarshal); err != nil || idx >= len(o.chunks) || int64(rec.Len) != o.meta.chunkLen(idx) {
-				continue
-			}
-			ch := chunk{whole: rec.Whole, crc: rec.Sums[0]}
-			if !rec.Whole {
-				ch = o.setSums(idx, rec.Sums)
-			}
-			ch.state = chunkDurable
-			o.chunks[idx] = ch
-			total += int64(rec.Len)
+	err := c.disk.index.Chunks(record.ID(o.id), func(idx int, rec record.Chunk) {
+		if idx >= len(o.chunks) || int64(rec.Len) != o.meta.ChunkLen(idx) {
+			return
 		}
-		return nil
+		ch := chunk{whole: rec.Whole, crc: rec.Sums[0]}
+		if !rec.Whole {
+			ch = o.setSums(idx, rec.Sums)
+		}
+		ch.state = chunkDurable
+		o.chunks[idx] = ch
+		total += int64(rec.Len)
 	})
 	if err != nil {
-		return fmt.Errorf("cache: load chunk records: %w", err)
+		return err
 	}
-	c.used.Add(total - o.cached)
+	c.budget.used.Add(total - o.cached)
 	o.cached = total
 	o.durable.Store(total)
 	o.loaded = true
 	return nil
 }
 
-// packed reports whether an object of this shape is stored in a pack slot
-// (one chunk) rather than a file of its own.
-func (m *objectMeta) packed() bool { return m.numChunks() == 1 }
-
 // readAt reads len(dst) cached bytes of o at off; o.mu is held shared and
 // the chunks read are present.
 func (o *object) readAt(dst []byte, off int64) error {
 	if sl := o.loc.Load(); sl != nil {
-		return sl.readAt(dst, off)
+		return sl.ReadAt(dst, off)
 	}
-	return preadFull(o.path, dst, off)
-}
-
-// write writes chunk idx's bytes to o's file or, for a packed object, to a
-// new slot, which it returns; o.mu is held shared. stale lists the chunks
-// that were marked present when the write had to create o's file: their
-// bytes were in a file that is gone.
-func (c *Cache) write(o *object, idx int, data []byte) (sl *slot, stale []int, err error) {
-	if !o.meta.packed() {
-		stale, err = pwriteFull(o, data, int64(idx)*o.meta.ChunkSize)
-		return nil, stale, err
-	}
-	if int64(cap(data)) < alignUp(int64(len(data))) {
-		// Too small a buffer for a whole-block write (an unpooled one, for
-		// a tiny object): copy it into a pooled one.
-		buf := c.bufs.getPooled(len(data))
-		defer c.bufs.put(buf)
-		copy(buf, data)
-		data = buf
-	}
-	put, err := c.packs.put(data)
-	if err != nil {
-		return nil, nil, err
-	}
-	return &put, nil, nil
+	return o.file.ReadAt(dst, off)
 }
 
 // freeSlot gives the space of o's packed bytes back: its slot, or the file
@@ -243,11 +217,11 @@ func (c *Cache) write(o *object, idx int, data []byte) (sl *slot, stale []int, e
 // record) has. Nothing for an object of several chunks. o.mu is held
 // exclusively (nobody reads them).
 func (c *Cache) freeSlot(o *object) {
-	if !o.meta.packed() {
+	if !o.meta.Packed() {
 		return // its chunks share its file
 	}
 	if sl := o.loc.Swap(nil); sl != nil {
-		c.packs.free(*sl, o.meta.Size)
+		c.disk.packs.Free(*sl, o.meta.Size)
 		return
 	}
 	c.removeFile(o)
@@ -255,46 +229,9 @@ func (c *Cache) freeSlot(o *object) {
 
 // removeFile deletes o's file of its own, if it has one.
 func (c *Cache) removeFile(o *object) {
-	if err := os.Remove(o.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		c.log.Warn("cache: remove evicted file", "path", o.path, "err", err)
+	if err := o.file.Remove(); err != nil {
+		c.log.Warn("cache: remove evicted file", "path", o.file, "err", err)
 	}
-}
-
-// openForWrite opens (creating, sized to the object) o's file, with
-// O_DIRECT set when the filesystem allows it (see writeChunk). Called with
-// o.mu held shared: concurrent creators race harmlessly, since O_CREATE and
-// truncating to the same size are idempotent. A file it creates while
-// chunks of o are marked present means the file that held them is gone
-// (deleted under the daemon): it returns them as stale.
-func (o *object) openForWrite() (f *os.File, direct bool, stale []int, err error) {
-	// One open in the common case of a new file (small objects: every
-	// chunk is a first chunk); an existing file costs a second.
-	// Listed before the create: a store into the file this one creates
-	// may mark its chunk present before the create returns here.
-	before := o.presentChunks()
-	f, direct, err = openDirect(o.path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
-	if err == nil {
-		stale = before
-		// A new directory entry: the committer must sync the directory
-		// before recording any chunk of this file.
-		o.created.Store(true)
-		// A multi-chunk object's file takes its full size at once (sparse
-		// until complete). A single chunk's pwrite sets the size itself, and
-		// a file left short by a crash is still right: only chunks written
-		// and recorded are ever read, and the last one ends at the size.
-		if o.meta.numChunks() > 1 {
-			if err := f.Truncate(o.meta.Size); err != nil {
-				f.Close()
-				return nil, false, nil, err
-			}
-		}
-		return f, direct, stale, nil
-	}
-	if errors.Is(err, os.ErrExist) {
-		f, direct, err = openDirect(o.path, os.O_RDWR|unix.O_NOFOLLOW, 0)
-		return f, direct, nil, err
-	}
-	return nil, false, nil, err
 }
 
 // evict drops o from the cache: memory state, file and index records.
@@ -304,32 +241,32 @@ func (c *Cache) evict(id ObjectID) (evicted bool) {
 	if _, err := c.materialize(id, nil); err != nil {
 		c.log.Warn("cache: evicting", "id", id, "err", err)
 	}
-	c.mu.Lock()
-	o := c.objects[id]
+	c.table.mu.Lock()
+	o := c.table.objects[id]
 	if o == nil {
-		c.mu.Unlock()
+		c.table.mu.Unlock()
 		c.policy.Removed(id)
 		return false
 	}
 	o.mu.Lock()
 	o.dead = true
 	o.gone.Store(true)
-	delete(c.objects, id)
-	c.forgotten[id] = o
+	delete(c.table.objects, id)
+	c.table.forgotten[id] = o
 	freed := o.cached
 	o.cached = 0
 	o.chunks = nil
-	if o.meta.packed() {
+	if o.meta.Packed() {
 		c.freeSlot(o)
 	} else {
 		c.removeFile(o)
 	}
 	// Queued while both locks are held so that a later incarnation's records
 	// are committed after this deletion. The committer takes no locks.
-	c.commits.send(commitOp{kind: opDeleteObject, o: o})
+	c.disk.commits.send(commitOp{kind: opDeleteObject, o: o})
 	o.mu.Unlock()
-	c.mu.Unlock()
-	c.used.Add(-freed)
+	c.table.mu.Unlock()
+	c.budget.used.Add(-freed)
 	c.policy.Removed(id)
 	c.stats.evictions.Add(1)
 	c.log.Debug("cache: evicted", "key", o.meta.Key, "bytes", freed)

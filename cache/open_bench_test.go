@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache/internal/index"
+	"github.com/dsmount/dsmount/cache/internal/record"
 )
 
 // benchRecords is how many cached objects BenchmarkOpenWithRecords starts
@@ -33,21 +35,23 @@ func fillRecords(b *testing.B, dir, source string, n int) {
 	}
 	defer c.Close()
 	objs := &backend.Listing{}
-	wb := c.db.NewWriteBatch()
 	now := time.Now().Unix()
-	for i := range n {
-		obj := backend.Object{Key: fmt.Sprintf("train/n%08d/n%08d_%d.JPEG", i%1000, i%1000, i), Size: 1024, Version: fmt.Sprintf("\"%032x\"", i)}
-		objs.Append(obj)
-		meta := metaOf(source, obj, c.chunkSize)
-		rec := objectRecord{objectMeta: meta, CachedBytes: obj.Size, Accessed: now - int64(i%5000), Pack: uint64(1 + i/100_000), PackOff: int64(i%100_000) * directAlign}
-		if err := wb.Set(objectKey(meta.id()), rec.marshal()); err != nil {
-			b.Fatal(err)
+	err = c.disk.index.Load(func(w index.Writer) error {
+		for i := range n {
+			obj := backend.Object{Key: fmt.Sprintf("train/n%08d/n%08d_%d.JPEG", i%1000, i%1000, i), Size: 1024, Version: fmt.Sprintf("\"%032x\"", i)}
+			objs.Append(obj)
+			meta := metaOf(source, obj, c.chunkSize)
+			rec := record.Object{Meta: meta, CachedBytes: obj.Size, Accessed: now - int64(i%5000), Pack: uint64(1 + i/100_000), PackOff: int64(i%100_000) * record.SlotAlign}
+			if err := w.SetObject(meta.ID(), &rec); err != nil {
+				return err
+			}
+			if err := w.SetChunk(meta.ID(), 0, record.Chunk{Len: uint32(obj.Size), Sums: []uint32{uint32(i)}}); err != nil {
+				return err
+			}
 		}
-		if err := wb.Set(chunkKey(meta.id(), 0), chunkRecord{Len: uint32(obj.Size), Sums: []uint32{uint32(i)}}.marshal()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := wb.Flush(); err != nil {
+		return nil
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
 	if err := c.SaveListing(source, objs); err != nil {

@@ -10,9 +10,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/backend/memory"
+	"github.com/dsmount/dsmount/cache/internal/index"
+	"github.com/dsmount/dsmount/cache/internal/record"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
 
 // packFiles lists the pack files of a cache dir.
@@ -75,7 +77,7 @@ func TestPackedObjectsSurviveReopen(t *testing.T) {
 	// process fills a pack of its own.
 	var slots int64
 	for _, o := range objs {
-		slots += alignUp(o.Size)
+		slots += store.AlignUp(o.Size)
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(packs[0], &st); err != nil {
@@ -147,7 +149,7 @@ func TestEvictionFreesPackSpace(t *testing.T) {
 	const objSize, capacity = 40_000, 400_000
 	c := openCache(t, dir, Options{Capacity: capacity, Policy: NewLRU()})
 	defer c.Close()
-	c.packs.maxSize, c.packs.grow = 256<<10, 64<<10
+	c.disk.packs.SetSizes(256<<10, 64<<10)
 	s := c.Source(mem)
 	objs := putRandom(mem, r, "o%03d", 200, objSize)
 	readAllRight(t, s, mem, objs, "on the first read")
@@ -215,7 +217,7 @@ func TestObjectCachedBeforePacksLosesItsFile(t *testing.T) {
 	if err != nil || o == nil || o.loc.Load() == nil {
 		t.Fatalf("object not packed after a read: %v", err)
 	}
-	id, path := o.id, o.path
+	id, path := o.id, string(o.file)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,25 +227,16 @@ func TestObjectCachedBeforePacksLosesItsFile(t *testing.T) {
 	if err := os.WriteFile(path, mem.Data(obj.Key), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "index")).WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
+	x := openIndex(t, dir)
+	rec, found, err := x.Object(record.ID(id))
+	if err != nil || !found {
+		t.Fatalf("object record: found %v, %v", found, err)
 	}
-	err = db.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get(objectKey(id))
-		if err != nil {
-			return err
-		}
-		var rec objectRecord
-		if err := item.Value(rec.unmarshal); err != nil {
-			return err
-		}
-		rec.Pack, rec.PackOff = 0, 0
-		b := rec.marshal()
-		b[0] = 1
-		return txn.Set(objectKey(id), b[:len(b)-2])
-	})
-	if cerr := db.Close(); err == nil {
+	rec.Pack, rec.PackOff = 0, 0
+	b := rec.Marshal()
+	b[0] = 1
+	err = x.Update(func(w index.Writer) error { return w.SetObjectBytes(record.ID(id), b[:len(b)-2]) })
+	if _, cerr := x.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {

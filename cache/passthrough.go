@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
 
 // ErrNotCached is returned by OpenCached for an object not wholly cached.
@@ -20,7 +18,7 @@ var ErrNotCached = errors.New("cache: object not wholly cached")
 // kernel reads the file itself, with no check of its own, so the file is
 // checked here: every chunk against its CRC32C, the first time a file is
 // handed over in this process and whenever the file is no longer the one
-// last checked (fileStamp: another inode, or its size, change time or
+// last checked (store.Stamp: another inode, or its size, change time or
 // modification time moved: deleted and recreated, replaced, truncated,
 // written to). The file opened is the one checked: its stamp is taken
 // again from the open descriptor. The file stays readable after an
@@ -33,7 +31,7 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o == nil || obj.Size == 0 || meta.packed() {
+	if o == nil || obj.Size == 0 || meta.Packed() {
 		// A packed object (one chunk) has no file of its own to hand over;
 		// it is served through the page cache.
 		return nil, ErrNotCached
@@ -41,9 +39,9 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 	// Under mu: an eviction (which unlinks the file) is not a vanishing.
 	o.mu.RLock()
 	whole := !o.dead && o.cachedBytes() == meta.Size
-	var before fileStamp
+	var before store.Stamp
 	if whole {
-		before, err = stampPath(o.path)
+		before, err = store.StampPath(string(o.file))
 	}
 	o.mu.RUnlock()
 	if !whole {
@@ -57,19 +55,19 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 		return nil, ErrNotCached
 	}
 	if last := o.stamp.Load(); last == nil || *last != before {
-		for idx := range meta.numChunks() {
+		for idx := range meta.NumChunks() {
 			data, ok := c.readVerified(o, idx)
 			if !ok {
 				return nil, ErrNotCached
 			}
-			c.bufs.put(data)
+			c.bufs.Put(data)
 		}
 	}
-	f, err := os.OpenFile(o.path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, err := o.file.Open()
 	if err != nil {
 		return nil, ErrNotCached
 	}
-	opened, err := stampFile(f)
+	opened, err := store.StampFile(f)
 	if err != nil || opened != before {
 		// Changed while being checked: not the file that was checked.
 		f.Close()
@@ -77,7 +75,7 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 	}
 	o.mu.RLock()
 	dead := o.dead
-	if !dead && !racy(opened) {
+	if !dead && !opened.Racy() {
 		o.stamp.Store(&opened)
 	}
 	o.mu.RUnlock()
@@ -86,59 +84,6 @@ func (s *Source) OpenCached(obj backend.Object) (*os.File, error) {
 		return nil, ErrNotCached
 	}
 	return f, nil
-}
-
-// fileStamp tells one state of one cache file from any other: a file
-// deleted and created anew is another inode (or, where inode numbers are
-// reused at once, has another birth and change time), and every write,
-// truncation or attribute change moves the change time, which no program
-// can set back.
-type fileStamp struct {
-	dev, ino     uint64
-	size         int64
-	btime, ctime unix.StatxTimestamp
-	mtime        unix.StatxTimestamp
-}
-
-const stampMask = unix.STATX_INO | unix.STATX_SIZE | unix.STATX_CTIME | unix.STATX_MTIME | unix.STATX_BTIME
-
-// racyWindow: a file changed this recently may change again within the
-// same tick of a coarse file clock (kernels before multigrain timestamps,
-// 6.13), leaving its change time as it was; its stamp is not kept, so
-// the next open checks it again (git's "racily clean").
-const racyWindow = 100 * time.Millisecond
-
-func racy(st fileStamp) bool {
-	ct := time.Unix(st.ctime.Sec, int64(st.ctime.Nsec))
-	return time.Since(ct) < racyWindow
-}
-
-func stampPath(path string) (fileStamp, error) {
-	var sx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, stampMask, &sx); err != nil {
-		return fileStamp{}, err
-	}
-	return stampOf(&sx)
-}
-
-func stampFile(f *os.File) (fileStamp, error) {
-	var sx unix.Statx_t
-	err := withFd(f, func(fd int) error { return unix.Statx(fd, "", unix.AT_EMPTY_PATH, stampMask, &sx) })
-	if err != nil {
-		return fileStamp{}, err
-	}
-	return stampOf(&sx)
-}
-
-func stampOf(sx *unix.Statx_t) (fileStamp, error) {
-	if sx.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fileStamp{}, errors.New("cache: not a regular file")
-	}
-	st := fileStamp{dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), ino: sx.Ino, size: int64(sx.Size), ctime: sx.Ctime, mtime: sx.Mtime}
-	if sx.Mask&unix.STATX_BTIME != 0 {
-		st.btime = sx.Btime
-	}
-	return st, nil
 }
 
 // ReadCached fills p with obj's bytes at off from the cache alone, each
@@ -166,7 +111,7 @@ func (s *Source) ReadCached(obj backend.Object, p []byte, off int64) (int, error
 		pos := off + int64(n)
 		idx := int(pos / c.chunkSize)
 		inner := pos - int64(idx)*c.chunkSize
-		want := int(min(int64(len(p)-n), meta.chunkLen(idx)-inner))
+		want := int(min(int64(len(p)-n), meta.ChunkLen(idx)-inner))
 		if !c.readChecked(o, idx, p[n:n+want], inner) {
 			return n, ErrNotCached
 		}

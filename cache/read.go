@@ -4,22 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"sync"
 	"time"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache/internal/flight"
+	"github.com/dsmount/dsmount/cache/internal/record"
 )
-
-// ErrClosed is returned for reads started after Close.
-var ErrClosed = errors.New("cache closed")
 
 // fetchTimeout bounds one chunk fetch, whoever waits for it: a hung
 // connection must not pin a flight forever.
 const fetchTimeout = 2 * time.Minute
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Source serves the objects of one backend through the cache. Any number of
 // Sources (mounts) may share one Cache.
@@ -97,8 +93,7 @@ func (s *Source) ReadAt(ctx context.Context, obj backend.Object, p []byte, off i
 // and ends before the chunk does, the rest of the chunk is staged for the
 // reader's next reads rather than recycled. Read back from its cache
 // file, written with O_DIRECT, the rest would come from the disk, queued
-// behind the writes of the chunks fetched ahead: dd over a cold 256 MiB
-// file waited 10-40 ms on each of those reads.
+// behind the writes of the chunks fetched ahead.
 func (s *Source) ReadAtStream(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error) {
 	return s.readAt(ctx, obj, p, off, true)
 }
@@ -121,7 +116,7 @@ func (s *Source) readAt(ctx context.Context, obj backend.Object, p []byte, off i
 		pos := off + int64(n)
 		idx := int(pos / cs)
 		inner := pos - int64(idx)*cs
-		want := int(min(int64(len(p)-n), meta.chunkLen(idx)-inner))
+		want := int(min(int64(len(p)-n), meta.ChunkLen(idx)-inner))
 		if err := s.copyChunk(ctx, meta, obj, idx, p[n:n+want], inner, stream); err != nil {
 			return n, err
 		}
@@ -140,14 +135,14 @@ func (s *Source) readAt(ctx context.Context, obj backend.Object, p []byte, off i
 // copyChunk copies dst from chunk idx at offset inner: from the staging
 // area, from the cache disk (checked), or through the chunk's flight.
 // stream: see ReadAtStream.
-func (s *Source) copyChunk(ctx context.Context, meta objectMeta, obj backend.Object, idx int, dst []byte, inner int64, stream bool) error {
+func (s *Source) copyChunk(ctx context.Context, meta record.Meta, obj backend.Object, idx int, dst []byte, inner int64, stream bool) error {
 	c := s.c
 	o, err := c.object(meta)
 	if err != nil {
 		return err
 	}
 	// A chunk fetched ahead of its reader.
-	if c.staged.take(chunkID{o.id, idx}, dst, inner) {
+	if c.fetch.staged.take(chunkID{o.id, idx}, dst, inner) {
 		c.stats.hit(len(dst))
 		s.stats.hit(len(dst))
 		return nil
@@ -180,17 +175,12 @@ func (s *Source) copyChunk(ctx context.Context, meta objectMeta, obj backend.Obj
 	return nil
 }
 
-type chunkResult struct {
-	data        []byte
-	fromBackend bool
-}
-
 // flightRead returns the whole of chunk idx to a reader, through the
 // chunk's flight (flightWait), with release to call with the bytes it
 // took. keepRest says the reader will read the rest of the chunk: the
 // flight then stages what its readers left untaken when done, instead of
 // recycling its buffer.
-func (s *Source) flightRead(ctx context.Context, meta objectMeta, obj backend.Object, idx int, keepRest bool) (res chunkResult, release func(took int), err error) {
+func (s *Source) flightRead(ctx context.Context, meta record.Meta, obj backend.Object, idx int, keepRest bool) (res chunkResult, release func(took int), err error) {
 	return s.flightWait(ctx, meta, obj, idx, Foreground, waitFor{keepRest: keepRest})
 }
 
@@ -199,7 +189,7 @@ func (s *Source) flightRead(ctx context.Context, meta objectMeta, obj backend.Ob
 // wants the bytes), calling fetched (if not nil) once, when the bytes
 // have arrived and the cache has counted them against its capacity (or
 // declined them), before they are written.
-func (s *Source) flightStored(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, fetched func()) (chunkResult, error) {
+func (s *Source) flightStored(ctx context.Context, meta record.Meta, obj backend.Object, idx int, prio Priority, fetched func()) (chunkResult, error) {
 	w := waitFor{stored: true}
 	if fetched != nil {
 		// Once: a flight cancelled by another mount's unmount is joined
@@ -234,7 +224,7 @@ type waitFor struct {
 //
 // A reader (w.stored unset) gets release, to call with the bytes of
 // res.data it took once it is done with them; others get a no-op.
-func (s *Source) flightWait(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (res chunkResult, release func(took int), err error) {
+func (s *Source) flightWait(ctx context.Context, meta record.Meta, obj backend.Object, idx int, prio Priority, w waitFor) (res chunkResult, release func(took int), err error) {
 	if s.isClosed() {
 		return chunkResult{}, nil, errSourceClosed
 	}
@@ -242,7 +232,7 @@ func (s *Source) flightWait(ctx context.Context, meta objectMeta, obj backend.Ob
 		res, f, err := s.flightJoin(ctx, meta, obj, idx, prio, w)
 		release := func(int) {}
 		if !w.stored {
-			release = func(took int) { s.c.flights.release(f, took) }
+			release = f.Val.buf.Release
 		}
 		if err == nil {
 			return res, release, nil
@@ -254,57 +244,61 @@ func (s *Source) flightWait(ctx context.Context, meta objectMeta, obj backend.Ob
 		// Another mount's flight, cancelled by its unmount: once it has
 		// left the group, start our own.
 		select {
-		case <-f.done:
+		case <-f.Done():
 		case <-ctx.Done():
 			return chunkResult{}, nil, ctx.Err()
 		}
 	}
 }
 
+// chunkFlightOf is a chunk's flight as the group runs it.
+type chunkFlightOf = flight.Flight[*chunkFlight]
+
 // flightJoin joins (or starts) chunk idx's flight at prio and waits on it
 // once, as w says.
-func (s *Source) flightJoin(ctx context.Context, meta objectMeta, obj backend.Object, idx int, prio Priority, w waitFor) (chunkResult, *flight, error) {
+func (s *Source) flightJoin(ctx context.Context, meta record.Meta, obj backend.Object, idx int, prio Priority, w waitFor) (chunkResult, *chunkFlightOf, error) {
 	c := s.c
-	stored := w.stored
-	f, raised := c.flights.join(chunkID{meta.id(), idx}, prio, !stored, w.keepRest, func(f *flight) {
+	reader := !w.stored
+	var joined func(*chunkFlight)
+	if reader {
+		joined = func(f *chunkFlight) { f.buf.Join(w.keepRest) }
+	}
+	f, raised := c.fetch.flights.Join(chunkID{ObjectID(meta.ID()), idx}, prio == Foreground, joined, func(f *chunkFlightOf) {
 		// The flight, not its callers, is what Close must wait for.
 		if !s.startFlight() {
-			f.set(chunkResult{}, errSourceClosed)
+			f.Publish(errSourceClosed)
 			return
 		}
 		defer s.flights.Done()
 		if !c.startFetch() {
-			f.set(chunkResult{}, ErrClosed)
+			f.Publish(ErrClosed)
 			return
 		}
-		defer c.fetches.Done()
-		f.set(s.flightLoad(meta, obj, idx, f, w.arrived))
+		defer c.fetch.running.Done()
+		s.flightLoad(meta, obj, idx, f, w.arrived)
 	})
 	if raised {
-		c.gate.kick()
+		c.fetch.gate.Kick()
 	}
 	c.stats.waiting.Add(1)
 	defer c.stats.waiting.Add(-1)
 	if w.fetched != nil {
 		select {
-		case <-f.counted:
-		case <-f.done: // failed, or ended without storing
+		case <-f.Val.counted:
+		case <-f.Done(): // failed, or ended without storing
 		case <-ctx.Done():
 			return chunkResult{}, f, ctx.Err()
 		}
 		w.fetched()
 	}
-	wait := f.ready
-	if stored {
-		wait = f.done
+	wait := f.Ready()
+	if w.stored {
+		wait = f.Done()
 	}
 	select {
 	case <-wait:
-		res := f.res
-		if stored {
-			res.data = nil // recycled once stored; only readers may touch it
-		}
-		return res, f, f.err
+		// Once stored, the buffer is recycled: only readers may touch it.
+		return f.Val.result(reader), f, f.Err()
 	case <-ctx.Done():
 		return chunkResult{}, f, ctx.Err()
 	}
@@ -314,29 +308,19 @@ func (s *Source) flightJoin(ctx context.Context, meta objectMeta, obj backend.Ob
 // its bytes arrive, and they are stored after. Tests that count what is
 // cached after a read call it.
 func (c *Cache) Settle() {
-	for {
-		c.flights.mu.Lock()
-		var f *flight
-		for _, x := range c.flights.m {
-			f = x
-			break
-		}
-		c.flights.mu.Unlock()
-		if f == nil {
-			return
-		}
-		<-f.done
+	for f := c.fetch.flights.Any(); f != nil; f = c.fetch.flights.Any() {
+		<-f.Done()
 	}
 }
 
 // startFetch registers a flight with Close; false once the cache is closing.
 func (c *Cache) startFetch() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	c.table.mu.Lock()
+	defer c.table.mu.Unlock()
+	if c.table.closed {
 		return false
 	}
-	c.fetches.Add(1)
+	c.fetch.running.Add(1)
 	return true
 }
 
@@ -356,7 +340,7 @@ func (s *Source) Prefetch(obj backend.Object, idx int) {
 // failed, or refused because idx is out of range).
 func (s *Source) PrefetchWatched(obj backend.Object, idx int, arrived func(n int), ended func()) {
 	meta := metaOf(s.id, obj, s.c.chunkSize) // hashed once: this runs per chunk ahead
-	if idx < 0 || idx >= meta.numChunks() {
+	if idx < 0 || idx >= meta.NumChunks() {
 		if ended != nil {
 			ended()
 		}
@@ -380,7 +364,7 @@ func (s *Source) PrefetchWatched(obj backend.Object, idx int, arrived func(n int
 // arrived, before they are written (see Warm).
 func (s *Source) Fetch(ctx context.Context, obj backend.Object, idx int, prio Priority, fetched func()) error {
 	meta := metaOf(s.id, obj, s.c.chunkSize)
-	if idx < 0 || idx >= meta.numChunks() {
+	if idx < 0 || idx >= meta.NumChunks() {
 		return fmt.Errorf("cache: chunk %d out of range for %s", idx, obj.Key)
 	}
 	_, err := s.flightStored(ctx, meta, obj, idx, prio, fetched)
@@ -391,7 +375,7 @@ func (s *Source) Fetch(ctx context.Context, obj backend.Object, idx int, prio Pr
 // what Policy calls name.
 func (s *Source) ObjectID(obj backend.Object) ObjectID {
 	meta := metaOf(s.id, obj, s.c.chunkSize)
-	return meta.id()
+	return ObjectID(meta.ID())
 }
 
 // Cached reports whether every chunk of obj is cached.
@@ -400,26 +384,31 @@ func (s *Source) Cached(obj backend.Object) bool {
 	return err == nil && n == obj.Size
 }
 
-// flightLoad runs inside the flight. It re-checks the cache first (another
-// flight may have just stored the chunk), verifying a chunk loaded from the
-// index before trusting it; otherwise it fetches from the backend and offers
-// the bytes to the cache.
-func (s *Source) flightLoad(meta objectMeta, obj backend.Object, idx int, f *flight, arrived func(int)) (chunkResult, error) {
+// flightLoad runs inside the flight and publishes its result. It
+// re-checks the cache first (another flight may have just stored the
+// chunk), verifying a chunk loaded from the index before trusting it;
+// otherwise it fetches from the backend, hands the bytes to the flight's
+// waiters, and offers them to the cache.
+func (s *Source) flightLoad(meta record.Meta, obj backend.Object, idx int, f *chunkFlightOf, arrived func(int)) {
 	c := s.c
 	o, err := c.object(meta)
 	if err != nil {
-		return chunkResult{}, err
+		f.Publish(err)
+		return
 	}
-	n := meta.chunkLen(idx)
+	n := meta.ChunkLen(idx)
 	off := int64(idx) * meta.ChunkSize
 	if data, ok := c.readVerified(o, idx); ok {
-		return chunkResult{data: data}, nil
+		f.Val.buf.Set(data, false)
+		f.Publish(nil)
+		return
 	}
 
 	// The timeout bounds the fetch, not the wait for a slot: a prefetch
 	// queued behind reads must not hand a joining read a spent deadline.
-	if err := c.gate.acquire(s.ctx, f); err != nil {
-		return chunkResult{}, s.flightErr(err)
+	if err := c.fetch.gate.Acquire(s.ctx, f); err != nil {
+		f.Publish(s.flightErr(err))
+		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, fetchTimeout)
 	defer cancel()
@@ -428,16 +417,16 @@ func (s *Source) flightLoad(meta objectMeta, obj backend.Object, idx int, f *fli
 	}
 	// A prefetch that a reader catches up with becomes urgent: the
 	// backend may then race a slow GET sooner (backend/s3's hedging).
-	ctx = backend.WithUrgency(ctx, f.foreground.Load)
-	buf := c.bufs.get(int(n))
+	ctx = backend.WithUrgency(ctx, f.Foreground)
+	buf := c.bufs.Get(int(n))
 	// In flight until stored: tests and stats readers that wait for no
 	// fetches in flight then see the chunk cached.
 	c.stats.fetchesInFlight.Add(1)
 	defer c.stats.fetchesInFlight.Add(-1)
 	start := time.Now()
 	got, err := s.b.ReadAt(ctx, obj, buf, off)
-	c.log.Debug("cache: fetched", "key", obj.Key, "chunk", idx, "bytes", got, "took", time.Since(start), "foreground", f.foreground.Load(), "err", err)
-	c.gate.release()
+	c.log.Debug("cache: fetched", "key", obj.Key, "chunk", idx, "bytes", got, "took", time.Since(start), "foreground", f.Foreground(), "err", err)
+	c.fetch.gate.Release()
 	// Only a bare io.EOF is the backend's end-of-object signal; a wrapped
 	// one is a failed read.
 	if got == len(buf) && err == io.EOF {
@@ -447,24 +436,24 @@ func (s *Source) flightLoad(meta objectMeta, obj backend.Object, idx int, f *fli
 		err = io.EOF // a short read without an error breaks the contract: never cache a zero tail
 	}
 	if err != nil {
-		c.bufs.put(buf) // partly written, and nobody saw it
+		c.bufs.Put(buf) // partly written, and nobody saw it
 		if err == io.EOF {
 			// The object is shorter than its listing said: it changed.
 			err = backend.Wrap("read", obj.Key, backend.ErrChanged, fmt.Errorf("object ended at %d, listed size %d", off+int64(got), obj.Size))
 		}
-		return chunkResult{}, s.flightErr(err)
+		f.Publish(s.flightErr(err))
+		return
 	}
 	c.stats.bytesFetched.Add(int64(len(buf)))
 	c.stats.chunksFetched.Add(1)
-	res := chunkResult{data: buf, fromBackend: true}
 	// Fetched ahead: unless a reader joins meanwhile, the bytes wait for
 	// theirs in the staging area once stored.
-	f.stage = !f.foreground.Load()
+	f.Val.buf.Set(buf, !f.Foreground())
+	f.Val.fromBackend = true
 	// Waiters get the bytes now; the flight stays open until they are
 	// stored, so nobody fetches them again meanwhile.
-	f.set(res, nil)
-	c.store(o, idx, buf, blockSums(buf), f.markCounted)
-	return res, nil
+	f.Publish(nil)
+	c.store(o, idx, buf, record.BlockSums(buf), f.Val.markCounted)
 }
 
 // flightErr is err, unless the flight failed because s closed while the

@@ -55,7 +55,7 @@ func newReadBench(b *testing.B) *readBench {
 		}
 	}
 	c.Settle()
-	c.commits.barrier()
+	c.disk.commits.barrier()
 	return rb
 }
 

@@ -3,9 +3,9 @@ package cache
 // Object records at start-up: read once in the background, and each object
 // made on first use from its own record.
 //
-// A cache of ImageNet holds 1.28M object records. Reading them all at Open
-// and keeping an object for each took 17 s and 1.3 GB before the daemon
-// could mount. Now Open reads none: a background scan (loadIndex) of a
+// Open reads no object record: a million of them, each made an object,
+// would delay the mount by seconds and hold a gigabyte. Instead a
+// background scan (loadIndex) of a
 // snapshot of the index taken at Open adds up what the capacity accounting
 // and the pack files need (the bytes cached, each pack's live slots) and
 // tells the policy what is cached, keeping nothing per object; an object
@@ -20,22 +20,22 @@ package cache
 // snapshot's record at most once. The record only changes through the
 // object made from it, so a record read later is the snapshot's, except
 // after an eviction, whose delete is queued for the committer: an evicted
-// object's ID stays in Cache.forgotten until its delete is committed, and
+// object's ID stays in the object table's forgotten until its delete is committed, and
 // materialize doesn't believe a record of a forgotten ID.
 //
-// Until the scan is done (Cache.ready), used is short of the truth: what
+// Until the scan is done (startupScan.ready), used is short of the truth: what
 // decides by it starts the scan if need be and waits (reserve, and with it
 // every store and eviction; Used, Stats, EvictStale). Reads of cached data
 // don't wait. A daemon starts the scan once its mounts are up
-// (StartIndexScan): counting 1.28M records is a CPU-second, which on a
-// loaded node would otherwise be taken from the mount.
+// (StartIndexScan): counting a million records takes the CPU a mount
+// being set up would otherwise have.
 
 import (
-	"errors"
-	"fmt"
 	"sort"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/dsmount/dsmount/cache/internal/index"
+	"github.com/dsmount/dsmount/cache/internal/record"
+	"github.com/dsmount/dsmount/cache/internal/store"
 )
 
 // recordSummary is what the scan keeps of a record it read: what the
@@ -51,46 +51,33 @@ type recordSummary struct {
 // too (and waits); a daemon starts it once its mounts are up, so that a
 // CPU-second of counting a million records doesn't delay them.
 func (c *Cache) StartIndexScan() {
-	c.scanOnce.Do(func() {
+	c.scan.once.Do(func() {
 		c.maintenance.Add(1)
-		go c.loadIndex(c.snap)
+		go c.loadIndex(c.scan.snap)
 	})
 }
 
 // loadIndex is the start-up scan; it runs on the maintenance group and
-// closes c.ready when done (or when Close cancels it). snap is a read
-// transaction opened before anything could write.
-func (c *Cache) loadIndex(snap *badger.Txn) {
+// closes c.scan.ready when done (or when Close cancels it). snap was taken
+// before anything could write.
+func (c *Cache) loadIndex(snap *index.Snapshot) {
 	defer c.maintenance.Done()
-	defer close(c.ready)
+	defer close(c.scan.ready)
 	defer snap.Discard()
 	var used int64
 	live := make(map[uint64]int64)
 	var cached []recordSummary
-	var ids []ObjectID // every record's, for c.recorded
+	var ids []ObjectID // every record's, for c.scan.recorded
 	tell := StartupTell(c.policy)
-	// Values not prefetched: read in place, they cost no copy.
-	it := snap.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixObject}})
-	n := 0
-	for it.Rewind(); it.Valid(); it.Next() {
-		if n++; n%4096 == 0 && c.ctx.Err() != nil {
-			it.Close()
+	done := snap.ScanObjects(func() bool { return c.ctx.Err() != nil }, func(rid record.ID, rec *record.Object, err error) {
+		s := recordSummary{id: ObjectID(rid)}
+		ids = append(ids, s.id)
+		if err != nil {
+			c.log.Warn("cache: skipping corrupt object record", "id", s.id, "err", err)
 			return
 		}
-		item := it.Item()
-		if len(item.Key()) != 17 {
-			continue
-		}
-		var s recordSummary
-		copy(s.id[:], item.Key()[1:])
-		ids = append(ids, s.id)
-		var rec objectRecord
-		if err := item.Value(rec.unmarshalCounts); err != nil {
-			c.log.Warn("cache: skipping corrupt object record", "id", s.id, "err", err)
-			continue
-		}
 		if rec.CachedBytes == 0 {
-			continue
+			return
 		}
 		used += rec.CachedBytes
 		if rec.Pack != 0 {
@@ -103,17 +90,19 @@ func (c *Cache) loadIndex(snap *badger.Txn) {
 		case TellAnyOrder:
 			c.policy.Added(s.id, rec.CachedBytes)
 		}
+	})
+	if !done {
+		return
 	}
-	it.Close()
-	c.used.Add(used)
-	if c.capFunc != nil {
-		c.capacity.Store(max(c.capFunc(c.used.Load()), 0))
+	c.budget.used.Add(used)
+	if c.budget.capFunc != nil {
+		c.budget.capacity.Store(max(c.budget.capFunc(c.budget.used.Load()), 0))
 	}
 	for id, n := range live {
-		c.packs.known(id).live.Add(n)
+		c.disk.packs.Known(id).AddLive(n)
 	}
-	c.packs.removeUnused()
-	c.recorded = newIDFilter(ids)
+	c.disk.packs.RemoveUnused()
+	c.scan.recorded = newIDFilter(ids)
 	// Oldest access first, as a recency policy wants to hear them.
 	sort.Slice(cached, func(i, j int) bool { return cached[i].accessed < cached[j].accessed })
 	for _, s := range cached {
@@ -125,7 +114,7 @@ func (c *Cache) loadIndex(snap *badger.Txn) {
 // complete after it.
 func (c *Cache) awaitIndex() {
 	c.StartIndexScan()
-	<-c.ready
+	<-c.scan.ready
 }
 
 // mayHaveRecord is false when id surely has no record to believe: the
@@ -134,51 +123,31 @@ func (c *Cache) awaitIndex() {
 // which is not believed either).
 func (c *Cache) mayHaveRecord(id ObjectID) bool {
 	select {
-	case <-c.ready:
-		return c.recorded == nil || c.recorded.mayHave(id)
+	case <-c.scan.ready:
+		return c.scan.recorded == nil || c.scan.recorded.mayHave(id)
 	default:
 		return true
 	}
 }
 
-// readRecord reads id's object record. A corrupt record reads as none, as
-// the scan skips it: its object starts empty and its chunks are fetched
-// again.
-func (c *Cache) readRecord(id ObjectID) (rec objectRecord, found bool, err error) {
-	err = c.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(objectKey(id))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := item.Value(rec.unmarshal); err != nil {
-			c.log.Warn("cache: ignoring corrupt object record", "id", id, "err", err)
-			return nil
-		}
-		found = true
-		return nil
-	})
-	if err != nil {
-		return objectRecord{}, false, fmt.Errorf("cache: read object record: %w", err)
-	}
-	return rec, found, nil
+// readRecord reads id's object record (index.DB.Object).
+func (c *Cache) readRecord(id ObjectID) (rec record.Object, found bool, err error) {
+	return c.disk.index.Object(record.ID(id))
 }
 
 // materialize returns the object for id: the one in memory, or one made
 // from its record, or (with meta, which then describes id) a new empty
 // one; nil, without meta, when id has no record. Chunk records are read
 // later (load).
-func (c *Cache) materialize(id ObjectID, meta *objectMeta) (*object, error) {
+func (c *Cache) materialize(id ObjectID, meta *record.Meta) (*object, error) {
 	for {
-		c.mu.Lock()
-		o, pruned := c.objects[id], c.pruned
-		c.mu.Unlock()
+		c.table.mu.Lock()
+		o, pruned := c.table.objects[id], c.table.pruned
+		c.table.mu.Unlock()
 		if o != nil {
 			return o, nil
 		}
-		var rec objectRecord
+		var rec record.Object
 		found := false
 		if c.mayHaveRecord(id) {
 			var err error
@@ -186,26 +155,26 @@ func (c *Cache) materialize(id ObjectID, meta *objectMeta) (*object, error) {
 				return nil, err
 			}
 		}
-		c.mu.Lock()
-		if o := c.objects[id]; o != nil {
-			c.mu.Unlock()
+		c.table.mu.Lock()
+		if o := c.table.objects[id]; o != nil {
+			c.table.mu.Unlock()
 			return o, nil
 		}
-		if c.pruned != pruned {
+		if c.table.pruned != pruned {
 			// A delete committed while the record was read: the
 			// record may be the one deleted, and its ID no longer
 			// marked forgotten.
-			c.mu.Unlock()
+			c.table.mu.Unlock()
 			continue
 		}
-		if _, ok := c.forgotten[id]; ok {
+		if _, ok := c.table.forgotten[id]; ok {
 			found = false
 		}
 		switch {
 		case found:
-			o = c.newObject(id, rec.objectMeta)
+			o = c.newObject(id, rec.Meta)
 			if rec.Pack != 0 && rec.CachedBytes > 0 {
-				o.loc.Store(&slot{p: c.packs.known(rec.Pack), off: rec.PackOff})
+				o.loc.Store(&store.Slot{Pack: c.disk.packs.Known(rec.Pack), Off: rec.PackOff})
 			}
 			o.cached = rec.CachedBytes
 			o.durable.Store(rec.CachedBytes)
@@ -213,13 +182,13 @@ func (c *Cache) materialize(id ObjectID, meta *objectMeta) (*object, error) {
 		case meta != nil:
 			o = c.newObject(id, *meta)
 			o.loaded = true // no records in the index
-			o.chunks = make([]chunk, meta.numChunks())
+			o.chunks = make([]chunk, meta.NumChunks())
 		default:
-			c.mu.Unlock()
+			c.table.mu.Unlock()
 			return nil, nil
 		}
-		c.objects[id] = o
-		c.mu.Unlock()
+		c.table.objects[id] = o
+		c.table.mu.Unlock()
 		return o, nil
 	}
 }
@@ -227,40 +196,21 @@ func (c *Cache) materialize(id ObjectID, meta *objectMeta) (*object, error) {
 // recordsDeleted hears from the committer that an evicted object's
 // records are gone from the index: a record read from now on is not its.
 func (c *Cache) recordsDeleted(o *object) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.forgotten[o.id] == o {
-		delete(c.forgotten, o.id)
-		c.pruned++
+	c.table.mu.Lock()
+	defer c.table.mu.Unlock()
+	if c.table.forgotten[o.id] == o {
+		delete(c.table.forgotten, o.id)
+		c.table.pruned++
 	}
 }
 
 // sourceRecords lists the IDs of source's objects that have records in the
 // index.
 func (c *Cache) sourceRecords(source string) ([]ObjectID, error) {
-	var ids []ObjectID
-	err := c.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefixObject}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			if len(item.Key()) != 17 {
-				continue
-			}
-			var match bool
-			if err := item.Value(func(v []byte) error { match = recordSource(v) == source; return nil }); err != nil {
-				return err
-			}
-			if match {
-				var id ObjectID
-				copy(id[:], item.Key()[1:])
-				ids = append(ids, id)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cache: list object records: %w", err)
+	rids, err := c.disk.index.SourceObjects(source)
+	ids := make([]ObjectID, len(rids))
+	for i, id := range rids {
+		ids[i] = ObjectID(id)
 	}
-	return ids, nil
+	return ids, err
 }

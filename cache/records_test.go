@@ -14,9 +14,9 @@ func cachedSum(s *Source, objs []backend.Object) int64 {
 	var sum int64
 	for _, o := range objs {
 		meta := metaOf(s.id, o, s.c.chunkSize)
-		for idx := range meta.numChunks() {
+		for idx := range meta.NumChunks() {
 			if s.ChunkCached(o, idx) {
-				sum += meta.chunkLen(idx)
+				sum += meta.ChunkLen(idx)
 			}
 		}
 	}
@@ -24,9 +24,9 @@ func cachedSum(s *Source, objs []backend.Object) int64 {
 }
 
 func inMemory(c *Cache) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.objects)
+	c.table.mu.Lock()
+	defer c.table.mu.Unlock()
+	return len(c.table.objects)
 }
 
 // TestRestartMakesObjectsOnFirstUse: after a restart no object is held in

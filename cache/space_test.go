@@ -32,7 +32,7 @@ func TestIndexSurvivesAFullDisk(t *testing.T) {
 		if i == 100 {
 			// The first commits gave the reserve back: take that too.
 			c.Settle()
-			c.commits.barrier()
+			c.disk.commits.barrier()
 			testenv.FillFS(t, dir)
 		}
 		if got := readAll(t, s, o); !bytes.Equal(got, mem.Data(o.Key)) {

@@ -126,9 +126,9 @@ func TestReadJoiningAPrefetchStagesWhatItLeaves(t *testing.T) {
 	ctx := context.Background()
 	key := func(obj backend.Object) chunkID { return chunkID{s.ObjectID(obj), 0} }
 	staged := func(obj backend.Object) bool {
-		c.staged.mu.Lock()
-		defer c.staged.mu.Unlock()
-		_, ok := c.staged.m[key(obj)]
+		c.fetch.staged.mu.Lock()
+		defer c.fetch.staged.mu.Unlock()
+		_, ok := c.fetch.staged.m[key(obj)]
 		return ok
 	}
 	// waitUntil spins until cond holds, failing the test after 10 s.
@@ -164,10 +164,8 @@ func TestReadJoiningAPrefetchStagesWhatItLeaves(t *testing.T) {
 		defer release()
 		s.Prefetch(obj, 0)
 		readers := func() int {
-			c.flights.mu.Lock()
-			defer c.flights.mu.Unlock()
-			if f, ok := c.flights.m[key(obj)]; ok {
-				return f.refs
+			if f := c.fetch.flights.Running(key(obj)); f != nil {
+				return f.Val.buf.Readers()
 			}
 			return -1
 		}
@@ -224,9 +222,9 @@ func TestStreamReadStagesTheRestOfItsChunk(t *testing.T) {
 	s := c.Source(mem)
 	ctx := context.Background()
 	staged := func(obj backend.Object, idx int) bool {
-		c.staged.mu.Lock()
-		defer c.staged.mu.Unlock()
-		_, ok := c.staged.m[chunkID{s.ObjectID(obj), idx}]
+		c.fetch.staged.mu.Lock()
+		defer c.fetch.staged.mu.Unlock()
+		_, ok := c.fetch.staged.m[chunkID{s.ObjectID(obj), idx}]
 		return ok
 	}
 	read := func(obj backend.Object, off, n int64, stream bool) {

@@ -1,8 +1,6 @@
 package cache
 
 import (
-	"time"
-
 	"github.com/dsmount/dsmount/backend"
 )
 
@@ -25,16 +23,16 @@ func (c *Cache) EvictStale(source string, objs *backend.Listing) int {
 	for _, id := range ids {
 		cached[id] = struct{}{}
 	}
-	c.mu.Lock()
-	for id, o := range c.objects {
+	c.table.mu.Lock()
+	for id, o := range c.table.objects {
 		if o.meta.Source == source {
 			cached[id] = struct{}{}
 		}
 	}
-	c.mu.Unlock()
+	c.table.mu.Unlock()
 	for i := 0; i < objs.Len() && len(cached) > 0; i++ {
 		m := metaOf(source, objs.At(i), c.chunkSize)
-		delete(cached, m.id())
+		delete(cached, ObjectID(m.ID()))
 	}
 	stale := make([]ObjectID, 0, len(cached))
 	for id := range cached {
@@ -47,34 +45,4 @@ func (c *Cache) EvictStale(source string, objs *backend.Listing) int {
 		}
 	}
 	return n
-}
-
-// valueLogGCInterval paces badger's value-log garbage collection, which is
-// manual. Most records are small and live in the LSM tree; listing pages go
-// to the value log and leave garbage behind when a listing is replaced.
-const valueLogGCInterval = 10 * time.Minute
-
-// runValueLogGC is the Cache's maintenance goroutine; it stops at Close.
-func (c *Cache) runValueLogGC() {
-	defer c.maintenance.Done()
-	tick := time.NewTicker(valueLogGCInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-tick.C:
-			// Each successful run rewrote one file; go again while it pays.
-			// A rewrite is an index write: not without room for one.
-			for c.ctx.Err() == nil && !c.space.isFull() && c.indexRoom() && c.db.RunValueLogGC(0.5) == nil {
-			}
-		}
-	}
-}
-
-// indexRoom reports whether the index may be written to now: the room a
-// write may take is there and its log files are allocated (see
-// indexFiles). Writers outside the committer ask it first.
-func (c *Cache) indexRoom() bool {
-	return c.commits == nil || c.commits.index == nil || c.commits.index.prepare()
 }

@@ -40,7 +40,7 @@ type Stats struct {
 	VerifyFailures   int64 // cached chunks that failed their checksum, or whose cache file was gone
 	SyncFailures     int64 // chunks dropped because their bytes could not be made durable
 	// BufferDoubleReleases counts chunk buffers given back twice (a bug,
-	// refused: see bufPool); 0 in a healthy daemon.
+	// refused: see bufs.Pool); 0 in a healthy daemon.
 	BufferDoubleReleases int64
 	WriteErrors          int64
 	WarmChunks           int64 // chunks fetched by Warm
@@ -50,7 +50,7 @@ type Stats struct {
 	Used, Capacity  int64
 	Waiting         int64 // readers waiting on a chunk verification or fetch now
 	// DiskFull: the cache's filesystem is full, so nothing new is cached
-	// until it has room again (see spaceGuard).
+	// until it has room again (see store.SpaceGuard).
 	DiskFull bool
 }
 
@@ -64,9 +64,9 @@ func (c *Cache) Stats() Stats {
 		FetchesInFlight: s.fetchesInFlight.Load(), Streamed: s.streamed.Load(),
 		Evictions: s.evictions.Load(), VerifyFailures: s.verifyFailures.Load(), SyncFailures: s.syncFailures.Load(),
 		WriteErrors: s.writeErrors.Load(), WarmChunks: s.warmChunks.Load(),
-		StagedPushedOut: s.stagedPushedOut.Load(), BufferDoubleReleases: c.bufs.doubleReleases.Load(),
-		Waiting: s.waiting.Load(), Used: c.Used(), Capacity: c.capacity.Load(),
-		DiskFull: c.space.isFull(),
+		StagedPushedOut: s.stagedPushedOut.Load(), BufferDoubleReleases: c.bufs.DoubleReleases(),
+		Waiting: s.waiting.Load(), Used: c.Used(), Capacity: c.budget.capacity.Load(),
+		DiskFull: c.disk.space.IsFull(),
 	}
 }
 

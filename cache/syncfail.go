@@ -67,7 +67,7 @@ func (d *dropper) drain() {
 	c := d.c
 	for _, op := range ops {
 		c.stats.syncFailures.Add(1)
-		c.syncWarn.warn(c.log, "cache: a chunk's bytes could not be made durable (the cache disk failed a sync); dropped, it will be fetched again", "key", op.o.meta.Key, "chunk", op.idx, "path", op.path())
+		c.warn.sync.warn(c.log, "cache: a chunk's bytes could not be made durable (the cache disk failed a sync); dropped, it will be fetched again", "key", op.o.meta.Key, "chunk", op.idx, "path", op.path())
 		if op.slot != nil {
 			c.dropChunkIf(op.o, op.idx, op.crc)
 			continue

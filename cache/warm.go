@@ -26,13 +26,13 @@ const (
 // NumChunks is the number of chunks obj is cached in.
 func (s *Source) NumChunks(obj backend.Object) int {
 	m := metaOf(s.id, obj, s.c.chunkSize)
-	return m.numChunks()
+	return m.NumChunks()
 }
 
 // ChunkLen is the length of chunk idx of obj.
 func (s *Source) ChunkLen(obj backend.Object, idx int) int64 {
 	m := metaOf(s.id, obj, s.c.chunkSize)
-	return m.chunkLen(idx)
+	return m.ChunkLen(idx)
 }
 
 // CachedBytes is how many bytes of obj are cached. It creates no state for
@@ -65,7 +65,7 @@ func (s *Source) CachedBytes(obj backend.Object) (int64, error) {
 func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, prio Priority, fetched func()) (WarmOutcome, error) {
 	c := s.c
 	meta := metaOf(s.id, obj, c.chunkSize)
-	if idx < 0 || idx >= meta.numChunks() {
+	if idx < 0 || idx >= meta.NumChunks() {
 		return 0, fmt.Errorf("cache: chunk %d out of range for %s", idx, obj.Key)
 	}
 	o, err := c.object(meta)
@@ -75,7 +75,7 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, prio Pri
 	if o.present(idx) {
 		return WarmAlreadyCached, nil
 	}
-	if used, capacity := c.Used(), c.capacity.Load(); capacity > 0 && used+meta.chunkLen(idx) > capacity {
+	if used, capacity := c.Used(), c.budget.capacity.Load(); capacity > 0 && used+meta.ChunkLen(idx) > capacity {
 		return 0, ErrFull
 	}
 	res, err := s.flightStored(ctx, meta, obj, idx, prio, fetched)
@@ -99,20 +99,9 @@ func (s *Source) Warm(ctx context.Context, obj backend.Object, idx int, prio Pri
 // state for an object the cache has never held.
 func (s *Source) ChunkCached(obj backend.Object, idx int) bool {
 	meta := metaOf(s.id, obj, s.c.chunkSize)
-	if idx < 0 || idx >= meta.numChunks() {
+	if idx < 0 || idx >= meta.NumChunks() {
 		return false
 	}
 	o, err := s.c.existing(meta)
 	return o != nil && err == nil && o.present(idx)
-}
-
-// existing is object for an object the cache already knows, and nil
-// otherwise: queries about what is cached must not create state for every
-// object they ask about.
-func (c *Cache) existing(meta objectMeta) (*object, error) {
-	o, err := c.materialize(meta.id(), nil)
-	if o == nil || err != nil {
-		return nil, err
-	}
-	return c.load(o)
 }

@@ -1,4 +1,4 @@
-package cache
+package bufs
 
 import (
 	"sync"
@@ -18,30 +18,23 @@ const hugePage = 2 << 20
 // arena hands out chunk buffers from one anonymous mapping outside the Go
 // heap, advised for transparent huge pages (MADV_HUGEPAGE).
 //
-// Why: on this project's VMs the first touch of a 4 KiB page costs about
-// 12 µs, and the Go heap, which the runtime no longer advises for huge
-// pages, kept faulting in fresh pages for chunk buffers as it grew and as
-// the scavenger returned what a collection freed. In a paced declared
-// epoch that CPU came out of the core serving hits: with the system's THP
-// set to "always" (so the Go heap got huge pages) the daemon used 4.5-5.1
-// s of CPU per epoch instead of 5.9-6.4 and the readers' mean read fell
-// from 0.55-0.80 ms to 0.38-0.44 (go run ./bench order
-// --isolate-backend --skip-large --skip-undeclared). One 2 MiB fault
+// Why: the first touch of a fresh 4 KiB page is costly on VMs whose host
+// reclaims the guest's free memory, and the Go heap, which the runtime no
+// longer advises for huge pages, kept faulting in fresh pages for chunk
+// buffers as it grew and as the scavenger returned what a collection
+// freed; that CPU came out of the core serving hits. One 2 MiB fault
 // replaces 512 small ones.
 //
 // A fresh page is paid for when first touched, and a touch is an ordinary
 // memory write: the goroutine taking the fault keeps its P. With one P (a
-// daemon given one CPU) every FUSE request waited behind it: a paced
-// declared epoch's readers stalled all together for 10-30 ms at a time in
-// its first two seconds, while the arena grew. So a populator goroutine
-// has the kernel fault the arena in ahead of use (MADV_POPULATE_WRITE, a
-// system call, during which the runtime runs other goroutines), keeping
-// populateAhead bytes past what is carved off populated. Populating the
-// whole arena up front did the same (stall 3.7-3.9% against 4.2-5.8%, go
-// run ./bench order --isolate-backend --skip-large --skip-undeclared)
-// but took 25-410 ms and 512 MiB of memory from every daemon at start. On
-// a kernel without MADV_POPULATE_WRITE (before 5.14) pages fault in on
-// first touch, as before.
+// daemon given one CPU) every FUSE request waited behind it while the
+// arena grew. So a populator goroutine has the kernel fault the arena in
+// ahead of use (MADV_POPULATE_WRITE, a system call, during which the
+// runtime runs other goroutines), keeping populateAhead bytes past what is
+// carved off populated. Populating the whole arena up front would take
+// its full size from every daemon at start, and time. On a kernel without
+// MADV_POPULATE_WRITE (before 5.14) pages fault in on first touch, as
+// before. (Figures: docs/benchmarks-history.md, "cache".)
 //
 // Memory is carved off in order and never returned to the kernel while the
 // cache is open: a buffer given back goes on its class's free list. The
@@ -52,7 +45,7 @@ const hugePage = 2 << 20
 // Invariants: every buffer handed out is page aligned, lies wholly inside
 // mem, and has the capacity of its class; a buffer is on a free list at
 // most once (callers give back only buffers they hold the only reference
-// to, as with bufPool); populated only grows. mu guards used, populated,
+// to, as with Pool); populated only grows. mu guards used, populated,
 // free, out and mem's mapping. The populator (owned by the arena, stopped
 // by release before anything is unmapped) reads mem without mu: only
 // release changes it, and only after the populator has stopped.
@@ -77,8 +70,8 @@ type arena struct {
 
 const (
 	// populateAhead is how far past the carved-off part the populator
-	// keeps the arena populated: at a cold epoch's 100-150 MB/s of fresh
-	// buffers, about half a second.
+	// keeps the arena populated: about half a second of a cold epoch's
+	// fresh buffers.
 	populateAhead = 64 << 20
 	// populateStep is the span of one MADV_POPULATE_WRITE: short calls,
 	// so the populator's thread gives way often.

@@ -1,4 +1,4 @@
-package cache
+package store
 
 import (
 	"errors"
@@ -24,11 +24,11 @@ import (
 // user owns or may write to.
 var ErrNotPrivate = errors.New("the cache directory must be owned by the daemon's user and writable by it alone")
 
-// checkPrivate refuses dir unless it is a directory owned by this
+// CheckPrivate refuses dir unless it is a directory owned by this
 // process's effective user, with no write permission for group or others.
 // dir itself may be reached through a symlink (an admin's choice); see
-// checkPrivateSub for what is inside.
-func checkPrivate(dir string) error {
+// CheckPrivateSub for what is inside.
+func CheckPrivate(dir string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		return fmt.Errorf("cache dir %s: %w", dir, err)
@@ -36,10 +36,10 @@ func checkPrivate(dir string) error {
 	return checkPrivateStat(dir, &st)
 }
 
-// checkPrivateSub is checkPrivate for a directory inside the cache dir,
+// CheckPrivateSub is CheckPrivate for a directory inside the cache dir,
 // which must not be a symlink either: a file opened in it with O_NOFOLLOW
 // is still reached through it (data/ab -> /etc/cron.d would do).
-func checkPrivateSub(dir string) error {
+func CheckPrivateSub(dir string) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(dir, &st); err != nil {
 		return fmt.Errorf("cache dir %s: %w", dir, err)
@@ -63,8 +63,8 @@ func checkPrivateStat(dir string, st *unix.Stat_t) error {
 	return nil
 }
 
-// linkErr words the error of an O_NOFOLLOW open that met a symlink.
-func linkErr(err error) error {
+// LinkErr words the error of an O_NOFOLLOW open that met a symlink.
+func LinkErr(err error) error {
 	if errors.Is(err, syscall.ELOOP) {
 		return fmt.Errorf("%w (a symlink in the cache dir: dsmount opens no file there through a link; remove it)", err)
 	}

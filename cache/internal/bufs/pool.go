@@ -1,17 +1,15 @@
-package cache
+package bufs
 
 import (
-	"log/slog"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 )
 
-// bufPool recycles chunk buffers. Warming 10,000 small files allocated (and
-// zeroed) 1.1 GB of buffers that nobody read after they were written to
-// disk; allocation, zeroing and the collections they caused were 8% of the
-// daemon's CPU. Buffers come in power-of-two classes from minPooledBuf to
+// Pool recycles chunk buffers: most are not read after they were written
+// to disk, and allocating, zeroing and collecting them took a share of the
+// daemon's CPU worth saving. Buffers come in power-of-two classes from minPooledBuf to
 // the chunk size; get returns one with stale contents, so callers use only
 // what they have wholly overwritten.
 //
@@ -19,8 +17,8 @@ import (
 // (see arena), then from the heap through sync.Pools.
 //
 // A buffer has one holder at a time (a flight and its readers, the staging
-// area, a warm): the holders hand it on by construction (flight.go,
-// staging.go). The pool also keeps the address of every buffer it has
+// area, a warm): the holders hand it on by construction (Buf, the
+// cache's staging area). The pool also keeps the address of every buffer it has
 // handed out and not had back, and put refuses one that is not out (given
 // back twice, or never handed out): a buffer given back twice would
 // otherwise sit on a free list twice and be handed to two holders, who
@@ -30,7 +28,7 @@ import (
 // address is out again); that the holders never do is what the poisoned
 // stress test (TestRecycledBuffersNeverReachReaders) and the race detector
 // check.
-type bufPool struct {
+type Pool struct {
 	arena   *arena      // nil without one
 	classes []sync.Pool // classes[i] holds *[]byte of cap minPooledBuf<<i
 	// recycled counts the buffers put back (tests check that flights do).
@@ -44,8 +42,8 @@ type bufPool struct {
 	outMu sync.Mutex
 	out   map[uintptr]struct{} // buffers handed out, by address
 
-	log        *slog.Logger
-	doubleWarn rateLimitedLog
+	// doubleRelease, if set, hears of each refusal (the cache logs it).
+	doubleRelease func()
 }
 
 const (
@@ -55,21 +53,21 @@ const (
 	minPooledRequest = 16 << 10
 )
 
-func newBufPool(chunkSize int64, log *slog.Logger) *bufPool {
+func NewPool(chunkSize int64, doubleRelease func()) *Pool {
 	n := 1
 	for int64(minPooledBuf)<<(n-1) < chunkSize {
 		n++
 	}
-	return &bufPool{classes: make([]sync.Pool, n), arena: newArena(arenaSize, n), out: make(map[uintptr]struct{}), log: log}
+	return &Pool{classes: make([]sync.Pool, n), arena: newArena(arenaSize, n), out: make(map[uintptr]struct{}), doubleRelease: doubleRelease}
 }
 
-// close releases the arena if every buffer came back (see arena.release).
-func (p *bufPool) close() bool {
+// Close releases the arena if every buffer came back (see arena.release).
+func (p *Pool) Close() bool {
 	return p.arena == nil || p.arena.release()
 }
 
 // class is the index of the smallest class holding n bytes, or -1 if none.
-func (p *bufPool) class(n int) int {
+func (p *Pool) class(n int) int {
 	if n <= minPooledBuf {
 		return 0
 	}
@@ -80,17 +78,17 @@ func (p *bufPool) class(n int) int {
 	return c
 }
 
-// get returns a buffer of length n; its contents are undefined.
-func (p *bufPool) get(n int) []byte {
+// Get returns a buffer of length n; its contents are undefined.
+func (p *Pool) Get(n int) []byte {
 	if n < minPooledRequest {
 		return make([]byte, n)
 	}
-	return p.getPooled(n)
+	return p.GetPooled(n)
 }
 
-// getPooled is get for buffers that must be a pool class (page-aligned,
+// GetPooled is Get for buffers that must be a pool class (page-aligned,
 // with room up to the class's capacity), however small n is.
-func (p *bufPool) getPooled(n int) []byte {
+func (p *Pool) GetPooled(n int) []byte {
 	c := p.class(n)
 	if c < 0 {
 		return make([]byte, n)
@@ -115,8 +113,8 @@ func (p *bufPool) getPooled(n int) []byte {
 // bufAddr names a pooled buffer (cap > 0) by its first byte's address.
 func bufAddr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b[:1]))) }
 
-// takeBack ends b's time out; false if it was not out (see bufPool).
-func (p *bufPool) takeBack(b []byte) bool {
+// takeBack ends b's time out; false if it was not out (see Pool).
+func (p *Pool) takeBack(b []byte) bool {
 	a := bufAddr(b)
 	p.outMu.Lock()
 	defer p.outMu.Unlock()
@@ -127,17 +125,17 @@ func (p *bufPool) takeBack(b []byte) bool {
 	return true
 }
 
-// put recycles b. The caller must hold the only reference to it; a
-// buffer that is not out is refused (see bufPool).
-func (p *bufPool) put(b []byte) {
+// Put recycles b. The caller must hold the only reference to it; a
+// buffer that is not out is refused (see Pool).
+func (p *Pool) Put(b []byte) {
 	c := p.class(cap(b))
 	if c < 0 || cap(b) != minPooledBuf<<c {
 		return // not one of ours
 	}
 	if !p.takeBack(b) {
 		p.doubleReleases.Add(1)
-		if p.log != nil {
-			p.doubleWarn.warn(p.log, "cache: a chunk buffer was given back twice (a bug); refused, so it can't reach two holders")
+		if p.doubleRelease != nil {
+			p.doubleRelease()
 		}
 		return
 	}
@@ -154,4 +152,30 @@ func (p *bufPool) put(b []byte) {
 		return
 	}
 	p.classes[c].Put(&b)
+}
+
+// SetPoison makes Put fill every buffer it takes back with garbage, so
+// that a holder still reading one after its release reads garbage: for
+// stress tests.
+func (p *Pool) SetPoison(on bool) { p.poison = on }
+
+// Recycled is the number of buffers put back.
+func (p *Pool) Recycled() int64 { return p.recycled.Load() }
+
+// DoubleReleases is the number of buffers put back that were not out (a
+// bug in a holder, refused).
+func (p *Pool) DoubleReleases() int64 { return p.doubleReleases.Load() }
+
+// Arena reports whether the pool has an arena, and how many of its
+// buffers are out (-1 once it is unmapped).
+func (p *Pool) Arena() (has bool, out int) {
+	if p.arena == nil {
+		return false, 0
+	}
+	p.arena.mu.Lock()
+	defer p.arena.mu.Unlock()
+	if p.arena.mem == nil {
+		return true, -1
+	}
+	return true, p.arena.out
 }

@@ -1,4 +1,4 @@
-package cache
+package flight
 
 import (
 	"bytes"
@@ -17,29 +17,29 @@ func goid() string {
 }
 
 func TestWorkersReuseIdleGoroutine(t *testing.T) {
-	w := newWorkers(time.Hour)
-	defer w.close()
+	w := NewWorkers(time.Hour)
+	defer w.Close()
 	ids := make(chan string)
-	w.run(func() { ids <- goid() })
+	w.Run(func() { ids <- goid() })
 	a := <-ids
 	for w.waiting.Load() == 0 { // the worker finished its flight and waits for the next
 		runtime.Gosched()
 	}
-	w.run(func() { ids <- goid() })
+	w.Run(func() { ids <- goid() })
 	if b := <-ids; b != a {
 		t.Errorf("second flight ran on goroutine %s, the idle worker was %s", b, a)
 	}
 }
 
 func TestWorkersCloseWaitsForBusyAndRunsLateWork(t *testing.T) {
-	w := newWorkers(time.Hour)
+	w := NewWorkers(time.Hour)
 	release := make(chan struct{})
 	var finished atomic.Bool
 	started := make(chan struct{})
-	w.run(func() { close(started); <-release; finished.Store(true) })
+	w.Run(func() { close(started); <-release; finished.Store(true) })
 	<-started
 	closed := make(chan struct{})
-	go func() { w.close(); close(closed) }()
+	go func() { w.Close(); close(closed) }()
 	// A negative check, bounded: close must still be waiting a while after
 	// it was called, since the flight can't end before release.
 	select {
@@ -55,6 +55,6 @@ func TestWorkersCloseWaitsForBusyAndRunsLateWork(t *testing.T) {
 	// A flight begun after close still runs (and ends with ErrClosed in the
 	// cache); it must not be lost.
 	late := make(chan struct{})
-	w.run(func() { close(late) })
+	w.Run(func() { close(late) })
 	<-late
 }

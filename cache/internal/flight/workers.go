@@ -1,4 +1,4 @@
-package cache
+package flight
 
 import (
 	"sync"
@@ -6,17 +6,16 @@ import (
 	"time"
 )
 
-// workers runs flights on goroutines that outlive one flight. A flight goes
+// Workers runs flights on goroutines that outlive one flight. A flight goes
 // deep (the S3 SDK's middleware stack needs tens of KiB of stack), and a
-// fresh goroutine per flight grew its stack from the minimum every time:
-// copying stacks was 6% of the daemon's CPU while warming 10,000 small files
-// (go run ./bench warm --cpuprofile-dir). A worker that finishes a
+// fresh goroutine per flight grew its stack from the minimum every time,
+// copying it as it grew. A worker that finishes a
 // flight waits up to idle for the next one, then exits.
 //
-// Invariant: every goroutine started by run is counted in wg until it
-// exits; after close, run starts uncounted goroutines only (a flight begun
+// Invariant: every goroutine started by Run is counted in wg until it
+// exits; after Close, Run starts uncounted goroutines only (a flight begun
 // after Cache.Close ends at once with ErrClosed).
-type workers struct {
+type Workers struct {
 	work chan func() // unbuffered: a send succeeds only into an idle worker
 	quit chan struct{}
 	idle time.Duration
@@ -28,12 +27,12 @@ type workers struct {
 	closed bool
 }
 
-func newWorkers(idle time.Duration) *workers {
-	return &workers{work: make(chan func()), quit: make(chan struct{}), idle: idle}
+func NewWorkers(idle time.Duration) *Workers {
+	return &Workers{work: make(chan func()), quit: make(chan struct{}), idle: idle}
 }
 
-// run runs fn on an idle worker, or on a new one if none is idle.
-func (w *workers) run(fn func()) {
+// Run runs fn on an idle worker, or on a new one if none is idle.
+func (w *Workers) Run(fn func()) {
 	select {
 	case w.work <- fn:
 		return
@@ -50,7 +49,7 @@ func (w *workers) run(fn func()) {
 	go w.loop(fn)
 }
 
-func (w *workers) loop(fn func()) {
+func (w *Workers) loop(fn func()) {
 	defer w.wg.Done()
 	t := time.NewTimer(w.idle)
 	defer t.Stop()
@@ -72,8 +71,8 @@ func (w *workers) loop(fn func()) {
 	}
 }
 
-// close stops idle workers and waits for busy ones to finish their flight.
-func (w *workers) close() {
+// Close stops idle workers and waits for busy ones to finish their flight.
+func (w *Workers) Close() {
 	w.mu.Lock()
 	if !w.closed {
 		w.closed = true
