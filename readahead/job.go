@@ -7,70 +7,6 @@ import (
 	"github.com/dsmount/dsmount/cache"
 )
 
-// Item is one entry of a declared order: a file, by the declaring
-// mount's reference (see Objects), and the cache's name for its version.
-// 20 bytes: an ImageNet order is 1.28M of them, and a job holds two.
-type Item struct {
-	ID  cache.ObjectID
-	Ref uint32
-}
-
-// Objects gives the object behind a reference of a declared Item (the
-// mount's file table). Empty says whether it has no bytes, which a
-// declaration asks of every item: it must not cost a lookup of the object.
-type Objects interface {
-	Object(ref uint32) backend.Object
-	Empty(ref uint32) bool
-}
-
-// order is one epoch's declared sequence.
-type order struct {
-	epoch int
-	items []Item
-	objs  Objects
-	pos   posIndex
-	// meanSize is the mean size of the items, estimated from a sample
-	// (what the prefetch window needs, without a lookup of a million
-	// objects).
-	meanSize int64
-}
-
-// sizeSample is how many items an order's mean size is estimated from.
-const sizeSample = 4096
-
-func newOrder(epoch int, items []Item, objs Objects) *order {
-	o := &order{epoch: epoch, items: items, objs: objs, pos: newPosIndex(items)}
-	// Evenly spaced items: a declared order is shuffled, and where it
-	// isn't, spacing still covers all of it.
-	var sum int64
-	n := min(len(items), sizeSample)
-	for k := range n {
-		sum += objs.Object(items[k*len(items)/n].Ref).Size
-	}
-	if n > 0 {
-		o.meanSize = sum / int64(n)
-	}
-	return o
-}
-
-// posOf returns id's position in the order, if there.
-func (o *order) posOf(id cache.ObjectID) (int32, bool) { return o.pos.get(o.items, id) }
-
-// sameItems reports whether o declares exactly items, in that order. (A
-// job's orders all come from its mount's Objects; an Item's ID names its
-// object's version.)
-func (o *order) sameItems(items []Item) bool {
-	if o == nil || len(o.items) != len(items) {
-		return false
-	}
-	for i := range items {
-		if o.items[i] != items[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // job is one declared job's progress. Guarded by Registry.mu.
 //
 // Invariants: 0 <= frontier <= len(cur.items); read[p] for every p <
@@ -147,33 +83,6 @@ type job struct {
 	window        int
 
 	push pushes
-}
-
-// distance is how many of its items the job reads, from its furthest
-// read, before it needs id, and whether it ever does (in the declared
-// orders).
-//
-// A need that the kernel's page cache may serve (another job read the
-// file moments ago) still counts: skipping such needs, on a page cache
-// bounded below the dataset, lost more than it saved (4 jobs, a quarter
-// cached: hit rate 0.50 with the skip against 0.54-0.55 without, the
-// oracle at 0.56; docs/multijob.md), because what the page cache holds
-// when the need comes can't be known from here.
-func (j *job) distance(id cache.ObjectID) (int64, bool) {
-	// From the furthest read, not the frontier: the job's readers are
-	// there (the frontier trails them by the readers' spread, and by
-	// reads the kernel served from its page cache that the daemon never
-	// saw), and an item between frontier and head is needed now or was
-	// read unseen.
-	if p, ok := j.cur.posOf(id); ok && !j.read[p] {
-		return int64(max(int(p)-j.head, 0)), true
-	}
-	if j.next != nil {
-		if q, ok := j.next.posOf(id); ok {
-			return int64(len(j.cur.items) - j.head + int(q)), true
-		}
-	}
-	return 0, false
 }
 
 // markRead records a read of position p of the current order.
