@@ -32,10 +32,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 	var buf [8]int // declaring processes; on the stack for the usual few jobs
 	pids := buf[:0]
 	fresh := false
-	for k, j := range r.jobs {
-		if k.mount != m {
-			continue
-		}
+	for _, j := range m.jobs {
 		if j.pid != 0 {
 			pids = append(pids, j.pid)
 		}
@@ -52,17 +49,12 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 	cached := m.src.Cached(obj)
 	now := r.cfg.Now()
 	r.mu.Lock()
-	jobs := 0
-	for k := range r.jobs {
-		if k.mount == m {
-			jobs++
-		}
-	}
+	jobs := len(m.jobs)
 	var matched []*job
 	var nearest *job
 	nearestGap := math.MaxInt
-	for k, j := range r.jobs {
-		if k.mount != m || j.pid != owner || (owner == 0 && !j.anyReader && j.owner != uid) {
+	for _, j := range m.jobs {
+		if j.pid != owner || (owner == 0 && !j.anyReader && j.owner != uid) {
 			continue
 		}
 		if owner != 0 {

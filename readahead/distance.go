@@ -9,7 +9,7 @@ import (
 // name it. r.mu is held (read).
 func (r *Registry) distance(id cache.ObjectID) (int64, bool) {
 	best, found := int64(0), false
-	for _, j := range r.jobs {
+	for _, j := range r.allJobs() {
 		if d, ok := j.distance(id); ok && (!found || d < best) {
 			best, found = d, true
 		}

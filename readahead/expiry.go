@@ -8,11 +8,13 @@ import (
 func (r *Registry) expire(now time.Time) {
 	r.mu.Lock()
 	n := 0
-	for k, j := range r.jobs {
-		if now.Sub(j.lastActive) > r.cfg.JobTimeout {
-			r.cfg.Logger.Info("readahead: job expired", "mount", k.mount.name, "job", k.name, "idle", now.Sub(j.lastActive).Round(time.Second))
-			delete(r.jobs, k)
-			n++
+	for m := range r.mounts {
+		for k, j := range m.jobs {
+			if now.Sub(j.lastActive) > r.cfg.JobTimeout {
+				r.cfg.Logger.Info("readahead: job expired", "mount", m.name, "job", k.name, "idle", now.Sub(j.lastActive).Round(time.Second))
+				m.removeJob(k)
+				n++
+			}
 		}
 	}
 	r.mu.Unlock()

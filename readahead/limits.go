@@ -34,22 +34,24 @@ var (
 	ErrTooManyJobsOnMount = fmt.Errorf("a mount may have at most %d jobs, all users' together: end one first", MaxJobsPerMount)
 )
 
+// roomForJob is why the mount may not take a new job of owner's (nil if
+// it may): MaxJobsPerUser unless override, MaxJobsPerMount regardless;
+// r.mu is held.
+func (m *Mount) roomForJob(owner uint32, override bool) error {
+	switch {
+	case !override && m.jobsOf(owner) >= MaxJobsPerUser:
+		return ErrTooManyJobs
+	case len(m.jobs) >= MaxJobsPerMount:
+		return ErrTooManyJobsOnMount
+	}
+	return nil
+}
+
 // jobsOf counts the mount's jobs owned by uid; r.mu is held.
 func (m *Mount) jobsOf(uid uint32) int {
 	n := 0
-	for k, j := range m.r.jobs {
-		if k.mount == m && j.owner == uid {
-			n++
-		}
-	}
-	return n
-}
-
-// jobCount counts the mount's jobs, every user's; r.mu is held.
-func (m *Mount) jobCount() int {
-	n := 0
-	for k := range m.r.jobs {
-		if k.mount == m {
+	for k := range m.jobs {
+		if k.owner == uid {
 			n++
 		}
 	}

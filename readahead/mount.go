@@ -10,7 +10,38 @@ type Mount struct {
 	name   string
 	src    *cache.Source
 	owners owners
+	// jobs are the mount's declared jobs; Registry.mu guards the map. The
+	// mount is in Registry.mounts while it holds one (addJob, removeJob).
+	jobs map[jobKey]*job
 }
+
+// jobKey names a job within its mount: jobs are named per user, so two
+// users' "train" are two jobs.
+type jobKey struct {
+	owner uint32
+	name  string
+}
+
+// addJob makes j the mount's job k; r.mu is held.
+func (m *Mount) addJob(k jobKey, j *job) {
+	if m.jobs == nil {
+		m.jobs = make(map[jobKey]*job)
+	}
+	m.jobs[k] = j
+	m.r.mounts[m] = struct{}{}
+}
+
+// removeJob forgets the mount's job k, if any; r.mu is held.
+func (m *Mount) removeJob(k jobKey) {
+	delete(m.jobs, k)
+	if len(m.jobs) == 0 {
+		delete(m.r.mounts, m)
+	}
+}
+
+// stillDeclared reports whether j is still its mount's job of its name
+// (not ended, expired, or ended and declared anew); r.mu is held.
+func (j *job) stillDeclared() bool { return j.mount.jobs[jobKey{j.owner, j.name}] == j }
 
 // Mount registers a mount (named for stats, e.g. its mountpoint) whose
 // reads go through src.
@@ -64,18 +95,15 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 	r := m.r
 	now := r.cfg.Now()
 	r.mu.Lock()
-	k := jobKey{m, d.Owner, d.Job}
-	j := r.jobs[k]
-	switch {
-	case j == nil && !d.Override && m.jobsOf(d.Owner) >= MaxJobsPerUser:
-		r.mu.Unlock()
-		return Declared{}, ErrTooManyJobs
-	case j == nil && m.jobCount() >= MaxJobsPerMount:
-		r.mu.Unlock()
-		return Declared{}, ErrTooManyJobsOnMount
-	case j == nil:
+	k := jobKey{d.Owner, d.Job}
+	j := m.jobs[k]
+	if j == nil {
+		if err := m.roomForJob(d.Owner, d.Override); err != nil {
+			r.mu.Unlock()
+			return Declared{}, err
+		}
 		j = &job{mount: m, name: d.Job, rateAt: now, owner: d.Owner}
-		r.jobs[k] = j
+		m.addJob(k, j)
 	}
 	// A job declaring each epoch with the next (the Python sampler does)
 	// declares as current what it declared as next last time: that order
@@ -128,13 +156,13 @@ func dedup(items []Item) ([]Item, int) {
 func (m *Mount) End(name string, owner uint32, override bool) bool {
 	r := m.r
 	r.mu.Lock()
-	k := jobKey{m, owner, name}
-	_, ok := r.jobs[k]
-	delete(r.jobs, k)
+	k := jobKey{owner, name}
+	_, ok := m.jobs[k]
+	m.removeJob(k)
 	if !ok && override {
-		for k := range r.jobs {
-			if k.mount == m && k.name == name {
-				delete(r.jobs, k)
+		for k := range m.jobs {
+			if k.name == name {
+				m.removeJob(k)
 				ok = true
 			}
 		}
@@ -150,11 +178,8 @@ func (m *Mount) End(name string, owner uint32, override bool) bool {
 func (m *Mount) Close() {
 	r := m.r
 	r.mu.Lock()
-	for k := range r.jobs {
-		if k.mount == m {
-			delete(r.jobs, k)
-		}
-	}
+	clear(m.jobs)
+	delete(r.mounts, m)
 	r.mu.Unlock()
 	r.gen.Add(1)
 }

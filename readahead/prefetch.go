@@ -129,7 +129,7 @@ func (r *Registry) finished() {
 func (r *Registry) sampleRates(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, j := range r.jobs {
+	for _, j := range r.allJobs() {
 		dt := now.Sub(j.rateAt).Seconds()
 		if dt <= 0 {
 			continue
@@ -213,7 +213,7 @@ func (r *Registry) fill() (active bool) {
 	}
 	var picks []prefetchJob
 	r.mu.Lock()
-	active = len(r.jobs) > 0
+	active = r.hasJobs()
 	// Fetching, and fetched but being written: those bound together keep
 	// chunks from piling up behind a disk slower than the store.
 	// Idle since the start (a zero idleSince) counts as idle for long.
@@ -228,8 +228,8 @@ func (r *Registry) fill() (active bool) {
 		r.mu.Unlock()
 		return active
 	}
-	jobs := make([]*job, 0, len(r.jobs))
-	for _, j := range r.jobs {
+	var jobs []*job
+	for _, j := range r.allJobs() {
 		jobs = append(jobs, j)
 	}
 	// Jobs furthest behind their window go first.
@@ -353,7 +353,7 @@ func (r *Registry) prefetch(pj prefetchJob) {
 		// Latency per item (to its bytes), smoothed: fetches of n chunks
 		// count once.
 		r.pf.latency += latencySmoothing * (elapsed - r.pf.latency)
-		if cur := r.jobs[jobKey{pj.j.mount, pj.j.owner, pj.j.name}]; cur == pj.j {
+		if pj.j.stillDeclared() {
 			pj.j.prefetched++
 			// Not if its read came first (and joined this fetch): it
 			// would never leave the map and, evicted, count as unread.

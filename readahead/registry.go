@@ -2,6 +2,7 @@ package readahead
 
 import (
 	"context"
+	"iter"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -64,8 +65,13 @@ type Registry struct {
 	cfg    Config
 	policy *orderPolicy
 
-	mu   sync.RWMutex
-	jobs map[jobKey]*job
+	// mu guards mounts, every Mount's jobs and every job (but for a job's
+	// identity fields that never change), pc, and the prefetch state that
+	// prefetchState says it does. Nothing holding it calls into the cache.
+	mu sync.RWMutex
+	// mounts are the mounts that have jobs, each at least one: the
+	// registry's jobs are theirs (allJobs).
+	mounts map[*Mount]struct{}
 	// gen counts declarations and removals; reads counts matched reads.
 	// Both tell the policy when its ranking is stale.
 	gen   atomic.Uint64
@@ -79,12 +85,6 @@ type Registry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	pf     prefetchState
-}
-
-type jobKey struct {
-	mount *Mount
-	owner uint32 // jobs are named per user: two users' "train" are two jobs
-	name  string
 }
 
 // New starts a Registry: Prepare, then Start with cfg.Capacity.
@@ -120,7 +120,7 @@ func Prepare(cfg Config) *Registry {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	r := &Registry{cfg: cfg, jobs: make(map[jobKey]*job), wake: make(chan struct{}, 1)}
+	r := &Registry{cfg: cfg, mounts: make(map[*Mount]struct{}), wake: make(chan struct{}, 1)}
 	r.policy = &orderPolicy{r: r, fallback: cfg.Fallback, resident: make(map[cache.ObjectID]struct{})}
 	r.pf.inflight = make(map[cache.ObjectID]bool)
 	r.pf.latency = 0.05
@@ -151,3 +151,19 @@ func (r *Registry) kick() {
 	default:
 	}
 }
+
+// allJobs yields every job of every mount, with its mount; r.mu is held.
+func (r *Registry) allJobs() iter.Seq2[*Mount, *job] {
+	return func(yield func(*Mount, *job) bool) {
+		for m := range r.mounts {
+			for _, j := range m.jobs {
+				if !yield(m, j) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// hasJobs reports whether any mount has a job; r.mu is held.
+func (r *Registry) hasJobs() bool { return len(r.mounts) > 0 }

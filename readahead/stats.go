@@ -10,10 +10,8 @@ func (m *Mount) Jobs() []JobStats {
 	now := r.cfg.Now()
 	r.mu.RLock()
 	out := []JobStats{} // never nil: stats lists no jobs as []
-	for k, j := range r.jobs {
-		if k.mount == m {
-			out = append(out, j.stats(now))
-		}
+	for _, j := range m.jobs {
+		out = append(out, j.stats(now))
 	}
 	r.mu.RUnlock()
 	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })

@@ -43,8 +43,8 @@ func (r *Registry) watchThrottle(now time.Time) {
 	}
 	clear(w.seen)
 	grew := false
-	for _, j := range r.jobs {
-		tc, ok := j.mount.src.Backend().(backend.ThrottleCounter)
+	for m := range r.mounts {
+		tc, ok := m.src.Backend().(backend.ThrottleCounter)
 		if !ok || w.seen[tc] {
 			continue
 		}
