@@ -26,44 +26,102 @@ import (
 // it (each job's reads cluster around its own position; in another job's
 // shuffled order the item is anywhere). So another user's reads, or
 // another job's, can't move a job's frontier or epoch.
+//
+// Which jobs count the read is attribute's answer, which changes nothing;
+// recordRead then applies it.
 func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint32) (done func()) {
 	r := m.r
-	r.mu.RLock()
 	var buf [8]int // declaring processes; on the stack for the usual few jobs
-	pids := buf[:0]
-	fresh := false
-	for _, j := range m.jobs {
-		if j.pid != 0 {
-			pids = append(pids, j.pid)
-		}
-		fresh = fresh || j.wants(id)
-	}
+	r.mu.RLock()
+	declarers, wanted := wantedBy(m.jobs, id, buf[:0])
 	r.mu.RUnlock()
-	if !fresh {
+	if !wanted {
 		return nil
 	}
-	owner := 0
-	if len(pids) > 0 && pid > 0 {
-		owner = m.owners.find(pid, pids)
+	// Outside r.mu, which every read needs: the reader's ancestry may be
+	// read from /proc, and asking the cache takes its locks.
+	obs := observation{id: id, uid: uid}
+	if len(declarers) > 0 && pid > 0 {
+		obs.declarer = m.owners.find(pid, declarers)
 	}
 	cached := m.src.Cached(obj)
 	now := r.cfg.Now()
 	r.mu.Lock()
-	jobs := len(m.jobs)
+	matched := attribute(m.jobs, obs)
+	r.recordRead(matched, id, now, cached)
+	r.mu.Unlock()
+	if len(matched) == 0 {
+		return nil
+	}
+	// No wake-up: the scheduler polls while jobs exist (see fillEvery).
+	r.reads.Add(1)
+	if cached {
+		return nil
+	}
+	return r.timeStall(matched)
+}
+
+// observation is a read as attribution sees it.
+type observation struct {
+	id cache.ObjectID
+	// declarer is the declaring process the reader is, descends from, or
+	// is a thread of; 0 if none (or the reader is unknown).
+	declarer int
+	uid      uint32 // the reading user
+}
+
+// wantedBy reports whether a read of id may count for any of jobs, and
+// appends to pids the processes that declared them (those that named
+// one): the reader's ancestry is worth looking up only if so. It changes
+// nothing; r.mu is held (read).
+func wantedBy(jobs map[jobKey]*job, id cache.ObjectID, pids []int) ([]int, bool) {
+	wanted := false
+	for _, j := range jobs {
+		if j.pid != 0 {
+			pids = append(pids, j.pid)
+		}
+		wanted = wanted || j.wants(id)
+	}
+	return pids, wanted
+}
+
+// attribute returns the jobs of a mount (jobs) that count a read (see
+// Observe): with a declarer, its jobs that want the item; without, at
+// most one job, the reader's user's (or any user's, for a privileged
+// declarer's) whose furthest read is nearest the item. It changes
+// nothing; r.mu is held.
+func attribute(jobs map[jobKey]*job, obs observation) []*job {
+	if obs.declarer != 0 {
+		return declaredBy(jobs, obs)
+	}
+	if j := nearest(jobs, obs); j != nil && j.wants(obs.id) {
+		return []*job{j}
+	}
+	return nil
+}
+
+// declaredBy returns the jobs declared by obs.declarer that want its read.
+func declaredBy(jobs map[jobKey]*job, obs observation) []*job {
 	var matched []*job
-	var nearest *job
-	nearestGap := math.MaxInt
-	for _, j := range m.jobs {
-		if j.pid != owner || (owner == 0 && !j.anyReader && j.owner != uid) {
+	for _, j := range jobs {
+		if j.pid == obs.declarer && j.wants(obs.id) {
+			matched = append(matched, j)
+		}
+	}
+	return matched
+}
+
+// nearest returns, of the jobs with no declaring process that obs's user
+// may read for, the one whose furthest read is nearest the item among
+// those that want it or read it moments ago; nil if none.
+func nearest(jobs map[jobKey]*job, obs observation) *job {
+	var best *job
+	bestGap := math.MaxInt
+	for _, j := range jobs {
+		if j.pid != 0 || (!j.anyReader && j.owner != obs.uid) {
 			continue
 		}
-		if owner != 0 {
-			if j.wants(id) {
-				matched = append(matched, j)
-			}
-			continue
-		}
-		if _, ok := j.cur.posOf(id); !ok && jobs > 1 {
+		if _, ok := j.cur.posOf(obs.id); !ok && len(jobs) > 1 {
 			// The job finished its epoch without declaring the next one
 			// and reads the order it had declared as next. Only when the
 			// read is surely its own: another job's read of the same file
@@ -77,38 +135,23 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 		// the file somewhere else in its order, moved that job's spread
 		// by thousands (frontier stuck at 1,825 of 10,000 in
 		// bench jobs --declare anonymous).
-		if !j.wants(id) && !j.readNear(id) {
+		if !j.wants(obs.id) && !j.readNear(obs.id) {
 			continue
 		}
-		if gap := j.gap(id); gap < nearestGap {
-			nearest, nearestGap = j, gap
+		if gap := j.gap(obs.id); gap < bestGap {
+			best, bestGap = j, gap
 		}
 	}
-	if nearest != nil && nearest.wants(id) {
-		matched = append(matched, nearest)
-	}
-	unseen := func(j *job, q int) uint8 {
-		it := j.cur.items[q]
-		// A pushed file was passed unseen because it was pushed: it says
-		// nothing of how long the page cache keeps what was served.
-		var m uint8
-		if !j.push.pushed(q) {
-			m = r.pc.passedUnseen(it.ID, now, j.epochStart)
-		}
-		if _, ahead := j.fetchedAhead[it.ID]; ahead {
-			j.prefetchUnseen++
-			delete(j.fetchedAhead, it.ID)
-			m |= lateFetched
-		}
-		return m
-	}
-	undo := func(j *job, it Item, m uint8) {
-		r.pc.unsee(m & lateSample)
-		if m&lateFetched != 0 {
-			j.prefetchUnseen--
-			j.prefetchHits++
-		}
-	}
+	return best
+}
+
+// recordRead applies a read of id, at now, to the jobs that count it
+// (attribute's): a job whose current order is done and that id opens its
+// next one starts it; each marks id read, counts a prefetch hit if it was
+// fetched ahead, and a stall if it was not cached. The first job's epoch
+// dates the page-cache model's sample. r.mu is held.
+func (r *Registry) recordRead(matched []*job, id cache.ObjectID, now time.Time, cached bool) {
+	unseen := func(j *job, q int) uint8 { return r.passedUnseen(j, q, now) }
 	for i, j := range matched {
 		if _, ok := j.cur.posOf(id); !ok {
 			j.start(j.next, now)
@@ -119,7 +162,7 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 			r.pc.servedNow(id, now, j.epochStart)
 		}
 		p, _ := j.cur.posOf(id)
-		j.markRead(int(p), unseen, undo)
+		j.markRead(int(p), unseen, r.readLate)
 		j.lastActive = now
 		if _, ahead := j.fetchedAhead[id]; ahead {
 			j.prefetchHits++
@@ -130,15 +173,41 @@ func (m *Mount) Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint
 			j.epochStalls++
 		}
 	}
-	r.mu.Unlock()
-	if len(matched) == 0 {
-		return nil
+}
+
+// passedUnseen is what markRead is told of each position it counts as
+// read, at now, with no read of it seen: the page cache served it (a
+// sample for the page-cache model), and if it was fetched ahead, that
+// fetch was for nothing. It returns the position's late mark.
+func (r *Registry) passedUnseen(j *job, q int, now time.Time) uint8 {
+	it := j.cur.items[q]
+	// A pushed file was passed unseen because it was pushed: it says
+	// nothing of how long the page cache keeps what was served.
+	var mark uint8
+	if !j.push.pushed(q) {
+		mark = r.pc.passedUnseen(it.ID, now, j.epochStart)
 	}
-	// No wake-up: the scheduler polls while jobs exist (see fillEvery).
-	r.reads.Add(1)
-	if cached {
-		return nil
+	if _, ahead := j.fetchedAhead[it.ID]; ahead {
+		j.prefetchUnseen++
+		delete(j.fetchedAhead, it.ID)
+		mark |= lateFetched
 	}
+	return mark
+}
+
+// readLate takes back what passedUnseen recorded for a position (its late
+// mark) whose read came after all.
+func (r *Registry) readLate(j *job, _ Item, mark uint8) {
+	r.pc.unsee(mark & lateSample)
+	if mark&lateFetched != 0 {
+		j.prefetchUnseen--
+		j.prefetchHits++
+	}
+}
+
+// timeStall returns what Observe's caller calls once a read of an item
+// that was not cached is done: its time counts as the jobs' stall time.
+func (r *Registry) timeStall(matched []*job) func() {
 	start := time.Now()
 	return func() {
 		waited := time.Since(start)
