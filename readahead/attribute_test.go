@@ -20,15 +20,15 @@ func attributionJob(owner uint32, pid int, order []Item, reads int) *job {
 	return j
 }
 
-// jobProgressOf is what a read counted for a job would change.
-type jobProgressOf struct {
+// progressSnapshot is what a read counted for a job would change.
+type progressSnapshot struct {
 	frontier, nread, head, spread int
 	totalReads                    int64
 	read                          []bool
 }
 
-func progressOf(j *job) jobProgressOf {
-	return jobProgressOf{j.frontier, j.nread, j.head, j.spread, j.totalReads, slices.Clone(j.read)}
+func progressOf(j *job) progressSnapshot {
+	return progressSnapshot{j.frontier, j.nread, j.head, j.spread, j.totalReads, slices.Clone(j.read)}
 }
 
 // TestAttribute: attribute gives a read to the jobs its declaring process
@@ -74,7 +74,7 @@ func TestAttribute(t *testing.T) {
 		{"the next order's first item, the mount's only job", map[jobKey]*job{{1, "ended"}: ended}, observation{id: items[10].ID, uid: 1}, []*job{ended}},
 		{"the next order's first item, with another job: not surely its own", map[jobKey]*job{{1, "ended"}: ended, {1, "elsewhere"}: elsewhere}, observation{id: items[10].ID, uid: 1}, nil},
 	} {
-		before := map[*job]jobProgressOf{}
+		before := map[*job]progressSnapshot{}
 		for _, j := range c.jobs {
 			before[j] = progressOf(j)
 		}
@@ -102,7 +102,7 @@ func sameJobs(a, b []*job) bool {
 	return true
 }
 
-func progressEqual(a, b jobProgressOf) bool {
+func progressEqual(a, b progressSnapshot) bool {
 	return a.frontier == b.frontier && a.nread == b.nread && a.head == b.head && a.spread == b.spread &&
 		a.totalReads == b.totalReads && slices.Equal(a.read, b.read)
 }

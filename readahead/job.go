@@ -7,15 +7,42 @@ import (
 	"github.com/dsmount/dsmount/cache"
 )
 
-// job is one declared job's progress. Guarded by Registry.mu.
+// job is one declared job: who declared it and whose reads count for it
+// (identity), how far its readers are (progress), what prefetch and push
+// do for it (scheduling), and what it counted (counters). Registry.mu
+// guards every field but identity's mount, name and owner, which never
+// change once the job is made (a prefetch in flight reads its mount
+// without the lock).
+type job struct {
+	jobIdentity
+	jobProgress
+	jobSchedule
+	jobCounters
+}
+
+// jobIdentity is who a job is. mount, name and owner are set when the job
+// is made and never change; each declaration sets pid and anyReader
+// (under Registry.mu).
+type jobIdentity struct {
+	mount *Mount
+	name  string
+	// owner is the user who declared the job: jobs are named per user.
+	// With no pid, only reads by owner count for the job, unless
+	// anyReader (a privileged declarer's job: reads by any user count).
+	owner     uint32
+	anyReader bool
+	// pid is the process that declared the order (0: unknown, e.g. the
+	// CLI). Reads by it or its descendants (loader workers) are the job's.
+	pid int
+}
+
+// jobProgress is where a job's readers are in its orders. Registry.mu
+// guards it.
 //
 // Invariants: 0 <= frontier <= len(cur.items); read[p] for every p <
 // frontier; nread counts the true entries of read; late[p] != 0 implies
 // read[p].
-type job struct {
-	mount *Mount
-	name  string
-
+type jobProgress struct {
 	cur  *order
 	next *order // nil when not declared
 	read []bool
@@ -32,30 +59,39 @@ type job struct {
 	// spread is the furthest behind head a read has landed, all epochs:
 	// how out of order the job's readers read (see lag).
 	spread int
-	// pid is the process that declared the order (0: unknown, e.g. the
-	// CLI). Reads by it or its descendants (loader workers) are the job's.
-	pid int
-	// owner is the user who declared the job: jobs are named per user.
-	// With no pid, only reads by owner count for the job, unless
-	// anyReader (a privileged declarer's job: reads by any user count).
-	owner     uint32
-	anyReader bool
+	// epochStart is when the current order became the job's.
+	epochStart time.Time
+	// lastActive is the job's last read or declaration (expiry.go).
+	lastActive time.Time
+}
 
+// jobSchedule is what the scheduler keeps for a job: where prefetch
+// resumes, how far ahead it reaches, and what it fetched. Registry.mu
+// guards it.
+type jobSchedule struct {
 	// scan is where the prefetcher resumes: positions before it (and after
 	// frontier) were already issued or found cached. It may run into the
 	// next order: positions >= len(cur.items) index next.
 	scan int
-
-	lastActive time.Time
-
+	// window is the prefetch window, in items, as fill last set it.
+	window int
 	// rate is the job's reads per second, smoothed; rateReads and rateAt
 	// are the count and time of the last sample.
 	rate      float64
 	rateReads int64
 	rateAt    time.Time
-	// epochStart is when the current order became the job's.
-	epochStart time.Time
+	// fetchedAhead are the items fetched ahead for the job and not read
+	// yet.
+	fetchedAhead map[cache.ObjectID]struct{}
+	// refusedAt is the last position where prefetch stopped because the
+	// cache would not evict for it (refused counts each position once).
+	refusedAt int
 
+	push pushes
+}
+
+// jobCounters are a job's figures for stats. Registry.mu guards them.
+type jobCounters struct {
 	totalReads   int64 // items read, all epochs
 	prefetched   int64 // items fetched ahead by the prefetcher
 	prefetchHits int64 // first reads of an item that a prefetch had fetched
@@ -72,17 +108,12 @@ type job struct {
 	// readers then passed unseen (the kernel's page cache served them):
 	// a GET for nothing too.
 	prefetchUnseen int64
-	fetchedAhead   map[cache.ObjectID]struct{}
 	// refused counts the times prefetch stopped at an item of the job's
 	// window because the cache would not evict for it (once per
-	// position: refusedAt is the last such); evictedNeeded the items
-	// evicted while the job needed them within its window.
+	// position: see refusedAt); evictedNeeded the items evicted while the
+	// job needed them within its window.
 	refused       int64
-	refusedAt     int
 	evictedNeeded int64
-	window        int
-
-	push pushes
 }
 
 // markRead records a read of position p of the current order.

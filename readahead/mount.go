@@ -102,7 +102,7 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 			r.mu.Unlock()
 			return Declared{}, err
 		}
-		j = &job{mount: m, name: d.Job, rateAt: now, owner: d.Owner}
+		j = &job{jobIdentity: jobIdentity{mount: m, name: d.Job, owner: d.Owner}, jobSchedule: jobSchedule{rateAt: now}}
 		m.addJob(k, j)
 	}
 	// A job declaring each epoch with the next (the Python sampler does)
