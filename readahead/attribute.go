@@ -132,9 +132,8 @@ func nearest(jobs map[jobKey]*job, obs observation) *job {
 		// in several requests (the kernel splits a read into max_read
 		// pieces, and readahead into more) reaches the daemon more than
 		// once, and its second request, counted for the job that needs
-		// the file somewhere else in its order, moved that job's spread
-		// by thousands (frontier stuck at 1,825 of 10,000 in
-		// bench jobs --declare anonymous).
+		// the file somewhere else in its order, would throw that job's
+		// spread, and its frontier, far off.
 		if !j.wants(obs.id) && !j.readNear(obs.id) {
 			continue
 		}

@@ -23,10 +23,8 @@ func (r *Registry) distance(id cache.ObjectID) (int64, bool) {
 //
 // A need that the kernel's page cache may serve (another job read the
 // file moments ago) still counts: skipping such needs, on a page cache
-// bounded below the dataset, lost more than it saved (4 jobs, a quarter
-// cached: hit rate 0.50 with the skip against 0.54-0.55 without, the
-// oracle at 0.56; docs/multijob.md), because what the page cache holds
-// when the need comes can't be known from here.
+// bounded below the dataset, lost more hits than it saved, because what
+// the page cache holds when the need comes can't be known from here.
 func (j *job) distance(id cache.ObjectID) (int64, bool) {
 	// From the furthest read, not the frontier: the job's readers are
 	// there (the frontier trails them by the readers' spread, and by

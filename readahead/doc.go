@@ -107,8 +107,9 @@
 // latency: an item fetched earlier than it must be takes the room of one
 // kept for a later read.
 //
-// These were found and measured with `go run ./bench jobs`, several jobs
-// sharing one cache against an offline oracle (docs/multijob.md).
+// docs/multijob.md compares these choices, several jobs sharing one
+// cache, with an offline oracle; the figures that once sat in this
+// package's comments are in docs/benchmarks-history.md.
 //
 // # Locking
 //

@@ -130,8 +130,8 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 }
 
 // dedup leaves out the repeats of a reference (one Objects names one
-// object by one reference): a bit per reference, where a set of a
-// million IDs cost tens of megabytes for the moment of a declaration.
+// object by one reference): a bit per reference, since a set of IDs, for a
+// million-item declaration, is a large allocation for a moment.
 func dedup(items []Item) ([]Item, int) {
 	maxRef := uint32(0)
 	for _, it := range items {
