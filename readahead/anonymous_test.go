@@ -56,7 +56,7 @@ func TestAnonymousJobsReadFilesInPieces(t *testing.T) {
 			}
 		}
 		reg.mu.RLock()
-		for _, j := range reg.jobs {
+		for _, j := range reg.allJobs() {
 			// A few reads are ambiguous (another job read the same file
 			// moments before, near its own head): counted for that job,
 			// they leave their position to the lag.

@@ -8,8 +8,8 @@
 //
 // A job (a name, unique per mount and user) declares the files it will
 // read in the current epoch, in order, and when known the next epoch's
-// order too. A Registry holds every job of every mount sharing one cache.
-// Reads on a mount are matched to its jobs: by the reading process when
+// order too. A Registry serves every mount sharing one cache, and each
+// Mount holds its own jobs. Reads on a mount are matched to its jobs: by the reading process when
 // the job named its training process (a read by it, a descendant, or a
 // thread of either counts for that job alone), otherwise to the one job of
 // the reader's user whose own reads are nearest the item's position in its
@@ -107,14 +107,52 @@
 // latency: an item fetched earlier than it must be takes the room of one
 // kept for a later read.
 //
-// These were found and measured with `go run ./bench jobs`, several jobs
-// sharing one cache against an offline oracle (docs/multijob.md).
+// docs/multijob.md compares these choices, several jobs sharing one
+// cache, with an offline oracle; the figures that once sat in this
+// package's comments are in docs/benchmarks-history.md.
+//
+// # Files
+//
+//   - registry.go: Config and its defaults, the Registry, its life (New,
+//     Prepare, Start, Close), allJobs (every mount's jobs).
+//   - mount.go: Mount, its jobs (addJob and removeJob keep
+//     Registry.mounts in step), Declare, End, Close.
+//   - limits.go: the bounds of a declaration and of a mount's jobs, and
+//     Declare's errors.
+//   - order.go, posindex.go: a declared order, and finding an item's
+//     position in it.
+//   - job.go: a job, its fields in four groups (identity, progress,
+//     scheduling, counters), how reads move its frontier (markRead, lag),
+//     and JobStats.
+//   - attribute.go: Observe: which jobs a read counts for (attribute,
+//     which changes nothing) and recording it (recordRead).
+//   - distance.go: Belady's distance, per job and over every job.
+//   - policy.go: the order policy, a cache.Policy.
+//   - prefetch.go, throttle.go, push.go: the scheduler, its windows and
+//     slow start, giving way to a throttling store, pushing into the
+//     kernel's page cache.
+//   - pagecache.go: what is learnt of the kernel's page cache.
+//   - stats.go, stallhist.go: the jobs' figures.
+//   - expiry.go: idle jobs are forgotten.
+//   - owners.go: whether a reader descends from a declaring process.
+//
+// A Mount is in Registry.mounts exactly while it has a job, and a job is
+// in its own mount's jobs under its owner and name; the registry-wide
+// passes (scheduler, policy, expiry) see every job through allJobs.
 //
 // # Locking
 //
-// Registry.mu guards jobs and their progress. The policy's own mutex guards
-// what it knows is cached; it takes Registry.mu (read) before its own,
-// never the other way. Neither is held while calling into the cache.
+// Registry.mu guards Registry.mounts, every Mount's jobs, every job but
+// for its mount, name and owner (fixed when it is made), the page-cache
+// model, and prefetchState's in-flight set and latency. The scheduler's
+// slow-start and throttle state is its goroutine's alone; gen and reads
+// are atomic. The policy's own mutex guards what it knows is cached; it
+// is taken after Registry.mu (read), never the other way (Removed
+// releases it before taking Registry.mu). Registry.mu is never held while
+// calling into the cache (which calls the policy with its own locks held)
+// or while walking /proc (owners has its own mutex). Pusher.Push is called
+// under Registry.mu and must return at once; its callback takes
+// Registry.mu from the pusher's goroutine.
 //
 // # Stability
 //

@@ -7,79 +7,42 @@ import (
 	"github.com/dsmount/dsmount/cache"
 )
 
-// Item is one entry of a declared order: a file, by the declaring
-// mount's reference (see Objects), and the cache's name for its version.
-// 20 bytes: an ImageNet order is 1.28M of them, and a job holds two.
-type Item struct {
-	ID  cache.ObjectID
-	Ref uint32
+// job is one declared job: who declared it and whose reads count for it
+// (identity), how far its readers are (progress), what prefetch and push
+// do for it (scheduling), and what it counted (counters). Registry.mu
+// guards every field but identity's mount, name and owner, which never
+// change once the job is made (a prefetch in flight reads its mount
+// without the lock).
+type job struct {
+	jobIdentity
+	jobProgress
+	jobSchedule
+	jobCounters
 }
 
-// Objects gives the object behind a reference of a declared Item (the
-// mount's file table). Empty says whether it has no bytes, which a
-// declaration asks of every item: it must not cost a lookup of the object.
-type Objects interface {
-	Object(ref uint32) backend.Object
-	Empty(ref uint32) bool
+// jobIdentity is who a job is. mount, name and owner are set when the job
+// is made and never change; each declaration sets pid and anyReader
+// (under Registry.mu).
+type jobIdentity struct {
+	mount *Mount
+	name  string
+	// owner is the user who declared the job: jobs are named per user.
+	// With no pid, only reads by owner count for the job, unless
+	// anyReader (a privileged declarer's job: reads by any user count).
+	owner     uint32
+	anyReader bool
+	// pid is the process that declared the order (0: unknown, e.g. the
+	// CLI). Reads by it or its descendants (loader workers) are the job's.
+	pid int
 }
 
-// order is one epoch's declared sequence.
-type order struct {
-	epoch int
-	items []Item
-	objs  Objects
-	pos   posIndex
-	// meanSize is the mean size of the items, estimated from a sample
-	// (what the prefetch window needs, without a lookup of a million
-	// objects).
-	meanSize int64
-}
-
-// sizeSample is how many items an order's mean size is estimated from.
-const sizeSample = 4096
-
-func newOrder(epoch int, items []Item, objs Objects) *order {
-	o := &order{epoch: epoch, items: items, objs: objs, pos: newPosIndex(items)}
-	// Evenly spaced items: a declared order is shuffled, and where it
-	// isn't, spacing still covers all of it.
-	var sum int64
-	n := min(len(items), sizeSample)
-	for k := range n {
-		sum += objs.Object(items[k*len(items)/n].Ref).Size
-	}
-	if n > 0 {
-		o.meanSize = sum / int64(n)
-	}
-	return o
-}
-
-// posOf returns id's position in the order, if there.
-func (o *order) posOf(id cache.ObjectID) (int32, bool) { return o.pos.get(o.items, id) }
-
-// sameItems reports whether o declares exactly items, in that order. (A
-// job's orders all come from its mount's Objects; an Item's ID names its
-// object's version.)
-func (o *order) sameItems(items []Item) bool {
-	if o == nil || len(o.items) != len(items) {
-		return false
-	}
-	for i := range items {
-		if o.items[i] != items[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// job is one declared job's progress. Guarded by Registry.mu.
+// jobProgress is where a job's readers are in its orders. Registry.mu
+// guards it.
 //
 // Invariants: 0 <= frontier <= len(cur.items); read[p] for every p <
 // frontier; nread counts the true entries of read; late[p] != 0 implies
 // read[p].
-type job struct {
-	mount *Mount
-	name  string
-
+type jobProgress struct {
 	cur  *order
 	next *order // nil when not declared
 	read []bool
@@ -96,30 +59,39 @@ type job struct {
 	// spread is the furthest behind head a read has landed, all epochs:
 	// how out of order the job's readers read (see lag).
 	spread int
-	// pid is the process that declared the order (0: unknown, e.g. the
-	// CLI). Reads by it or its descendants (loader workers) are the job's.
-	pid int
-	// owner is the user who declared the job: jobs are named per user.
-	// With no pid, only reads by owner count for the job, unless
-	// anyReader (a privileged declarer's job: reads by any user count).
-	owner     uint32
-	anyReader bool
+	// epochStart is when the current order became the job's.
+	epochStart time.Time
+	// lastActive is the job's last read or declaration (expiry.go).
+	lastActive time.Time
+}
 
+// jobSchedule is what the scheduler keeps for a job: where prefetch
+// resumes, how far ahead it reaches, and what it fetched. Registry.mu
+// guards it.
+type jobSchedule struct {
 	// scan is where the prefetcher resumes: positions before it (and after
 	// frontier) were already issued or found cached. It may run into the
 	// next order: positions >= len(cur.items) index next.
 	scan int
-
-	lastActive time.Time
-
+	// window is the prefetch window, in items, as fill last set it.
+	window int
 	// rate is the job's reads per second, smoothed; rateReads and rateAt
 	// are the count and time of the last sample.
 	rate      float64
 	rateReads int64
 	rateAt    time.Time
-	// epochStart is when the current order became the job's.
-	epochStart time.Time
+	// fetchedAhead are the items fetched ahead for the job and not read
+	// yet.
+	fetchedAhead map[cache.ObjectID]struct{}
+	// refusedAt is the last position where prefetch stopped because the
+	// cache would not evict for it (refused counts each position once).
+	refusedAt int
 
+	push pushes
+}
+
+// jobCounters are a job's figures for stats. Registry.mu guards them.
+type jobCounters struct {
 	totalReads   int64 // items read, all epochs
 	prefetched   int64 // items fetched ahead by the prefetcher
 	prefetchHits int64 // first reads of an item that a prefetch had fetched
@@ -136,44 +108,12 @@ type job struct {
 	// readers then passed unseen (the kernel's page cache served them):
 	// a GET for nothing too.
 	prefetchUnseen int64
-	fetchedAhead   map[cache.ObjectID]struct{}
 	// refused counts the times prefetch stopped at an item of the job's
 	// window because the cache would not evict for it (once per
-	// position: refusedAt is the last such); evictedNeeded the items
-	// evicted while the job needed them within its window.
+	// position: see refusedAt); evictedNeeded the items evicted while the
+	// job needed them within its window.
 	refused       int64
-	refusedAt     int
 	evictedNeeded int64
-	window        int
-
-	push pushes
-}
-
-// distance is how many of its items the job reads, from its furthest
-// read, before it needs id, and whether it ever does (in the declared
-// orders).
-//
-// A need that the kernel's page cache may serve (another job read the
-// file moments ago) still counts: skipping such needs, on a page cache
-// bounded below the dataset, lost more than it saved (4 jobs, a quarter
-// cached: hit rate 0.50 with the skip against 0.54-0.55 without, the
-// oracle at 0.56; docs/multijob.md), because what the page cache holds
-// when the need comes can't be known from here.
-func (j *job) distance(id cache.ObjectID) (int64, bool) {
-	// From the furthest read, not the frontier: the job's readers are
-	// there (the frontier trails them by the readers' spread, and by
-	// reads the kernel served from its page cache that the daemon never
-	// saw), and an item between frontier and head is needed now or was
-	// read unseen.
-	if p, ok := j.cur.posOf(id); ok && !j.read[p] {
-		return int64(max(int(p)-j.head, 0)), true
-	}
-	if j.next != nil {
-		if q, ok := j.next.posOf(id); ok {
-			return int64(len(j.cur.items) - j.head + int(q)), true
-		}
-	}
-	return 0, false
 }
 
 // markRead records a read of position p of the current order.

@@ -165,7 +165,7 @@ func (pc *pageCacheModel) absorbsEpochs() bool { return pc.horizon.same == math.
 // forget drops files served longer ago than the horizons (and an hour)
 // allow to matter, and past maxServed files, half of them at random: the
 // model needs a sample of the files served, not all (a million-file
-// epoch would hold ~80 MB).
+// epoch's would be a large map to keep).
 func (pc *pageCacheModel) forget(now time.Time) {
 	if keep := max(time.Hour, pc.horizon.same, pc.horizon.earlier); keep != math.MaxInt64 {
 		for id, t0 := range pc.served {

@@ -67,7 +67,7 @@ func (p *orderPolicy) Removed(id cache.ObjectID) {
 	// One needed within a job's window will cost that job a miss soon.
 	r := p.r
 	r.mu.Lock()
-	for _, j := range r.jobs {
+	for _, j := range r.allJobs() {
 		if _, ok := j.fetchedAhead[id]; ok {
 			j.prefetchEvicted++
 			delete(j.fetchedAhead, id)
@@ -85,7 +85,7 @@ func (p *orderPolicy) Victim(incoming cache.ObjectID, n int64) (cache.ObjectID, 
 	r := p.r
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if len(r.jobs) == 0 || r.pc.absorbsEpochs() {
+	if !r.hasJobs() || r.pc.absorbsEpochs() {
 		return p.fallback.Victim(incoming, n)
 	}
 	p.mu.Lock()
@@ -158,7 +158,7 @@ func (p *orderPolicy) stale() bool {
 		return true
 	}
 	declared := 0
-	for _, j := range p.r.jobs {
+	for _, j := range p.r.allJobs() {
 		declared += len(j.cur.items)
 	}
 	return p.r.reads.Load()-p.rankRead > uint64(max(16, declared/100))

@@ -9,8 +9,8 @@ import (
 // posIndex finds an item's position in its order by the item's ID: an
 // open-addressing table of positions + 1 (0: empty), at most half full,
 // whose probe starts at the ID's own first bytes (an ID is a hash
-// already). 8 bytes an item where a Go map of ID to position took about
-// 36: an ImageNet order is 1.28M items, and a job holds two. A probe
+// already). 8 bytes an item, a fraction of a Go map of ID to position:
+// an ImageNet order is 1.28M items, and a job holds two. A probe
 // compares the ID of the item at the position it finds.
 type posIndex struct {
 	slots []uint32

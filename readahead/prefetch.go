@@ -23,11 +23,10 @@ const (
 	latencySmoothing = 0.1
 	// rampStart is how many prefetches may be in flight when prefetching
 	// starts from idle; each one that completes allows one more, up to
-	// Parallel (slow start). A declaration used to start Parallel at
-	// once, each on a new connection: the readers' first items, among
-	// them, waited 160–185 ms for their bytes where 8 plain misses waited
-	// 27–40 ms (go run ./bench order --isolate-backend, stall pass),
-	// the store and the daemon busy setting up 64 connections at once.
+	// Parallel (slow start): Parallel at once, each on a new connection,
+	// kept the store and the daemon busy setting up connections while
+	// the readers' first items, among them, waited far longer than plain
+	// misses.
 	rampStart = 16
 	// rampIdle is how long prefetch must have been idle to start slow
 	// again: long enough that the HTTP client may have closed its idle
@@ -36,13 +35,9 @@ const (
 	// fillEvery is how often the scheduler tops up the windows while any
 	// job is declared. Reads don't wake it: a read that readied the
 	// scheduler on a busy core waited for the fill (and the prefetches it
-	// started) to run before its reply went out. Waking on every read, the
-	// reads of a paced declared epoch spent 2.8 s of its 16 s runnable;
-	// on every eighth, 0.7 s of 15 s (go tool trace -pprof=sched of the
-	// daemon; go run ./bench order --isolate-backend --daemon-env
-	// DSMOUNT_TRACE_DIR=DIR, stall pass). A window covers at least Lead
-	// of reading, so 10 ms late costs nothing; finished prefetches still
-	// wake it at once.
+	// started) to run before its reply went out. A window covers at least
+	// Lead of reading, so 10 ms late costs nothing; finished prefetches
+	// still wake it at once.
 	fillEvery = 10 * time.Millisecond
 	// earlyRateSpan is the shortest span a job's first read rate is taken
 	// over, so the first few reads don't claim an absurd rate.
@@ -129,7 +124,7 @@ func (r *Registry) finished() {
 func (r *Registry) sampleRates(now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, j := range r.jobs {
+	for _, j := range r.allJobs() {
 		dt := now.Sub(j.rateAt).Seconds()
 		if dt <= 0 {
 			continue
@@ -150,18 +145,14 @@ func (r *Registry) sampleRates(now time.Time) {
 // parallel fetches; bounded in bytes by WindowBytes (using the order's
 // mean item size).
 //
-// Latency alone is not enough: four times the latency (about 0.2 s of
-// reading in a paced epoch) left bursts of 10-20 reads in a row waiting
-// whenever the store paused for longer than that (go run
-// ./bench order --isolate-backend --slow-log, stall pass). The round
+// Latency alone is not enough: four latencies of reading left bursts of
+// reads waiting whenever the store paused for longer than that. The round
 // of parallel fetches lets an epoch start with as many items in flight as
 // prefetch may have.
 //
 // A full cache shrinks it to what hides the latency: an item fetched
 // ahead takes the room of one kept for a later read (another job's, or the
-// next epoch's), so every item fetched earlier than it must be costs a hit
-// (go run ./bench jobs: two jobs, half the dataset cached, 0.63-0.64
-// hit rate with --prefetch-lead 1s, 0.67-0.70 with 100ms).
+// next epoch's), so every item fetched earlier than it must be costs a hit.
 func (r *Registry) window(j *job, now time.Time, full bool) int {
 	lead, slack := r.cfg.Lead.Seconds(), r.cfg.Parallel
 	if full {
@@ -213,7 +204,7 @@ func (r *Registry) fill() (active bool) {
 	}
 	var picks []prefetchJob
 	r.mu.Lock()
-	active = len(r.jobs) > 0
+	active = r.hasJobs()
 	// Fetching, and fetched but being written: those bound together keep
 	// chunks from piling up behind a disk slower than the store.
 	// Idle since the start (a zero idleSince) counts as idle for long.
@@ -228,8 +219,8 @@ func (r *Registry) fill() (active bool) {
 		r.mu.Unlock()
 		return active
 	}
-	jobs := make([]*job, 0, len(r.jobs))
-	for _, j := range r.jobs {
+	var jobs []*job
+	for _, j := range r.allJobs() {
 		jobs = append(jobs, j)
 	}
 	// Jobs furthest behind their window go first.
@@ -353,7 +344,7 @@ func (r *Registry) prefetch(pj prefetchJob) {
 		// Latency per item (to its bytes), smoothed: fetches of n chunks
 		// count once.
 		r.pf.latency += latencySmoothing * (elapsed - r.pf.latency)
-		if cur := r.jobs[jobKey{pj.j.mount, pj.j.owner, pj.j.name}]; cur == pj.j {
+		if pj.j.stillDeclared() {
 			pj.j.prefetched++
 			// Not if its read came first (and joined this fetch): it
 			// would never leave the map and, evicted, count as unread.

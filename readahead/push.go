@@ -69,7 +69,7 @@ func (r *Registry) queuePushes() {
 	if r.cfg.NoPrefetch || r.cfg.NoPush {
 		return
 	}
-	for _, j := range r.jobs {
+	for _, j := range r.allJobs() {
 		ps := &j.push
 		if ps.pusher == nil {
 			continue

@@ -14,11 +14,9 @@ import (
 //
 //   - a throttle seen since the last look cuts the prefetches that may run
 //     (ramp) by 30%, at most once per cutEvery, since the answers of one
-//     round of requests come back together. Halving every 250 ms left a
-//     store that admits 200 GETs/s at 0.8x its limit (the refused GETs'
-//     back-off holds their slots); cutting by 30% every 500 ms, 0.9x,
-//     with a fifth as many refusals as not giving way at all
-//     (TestThrottledStore);
+//     round of requests come back together. A deeper, more frequent cut
+//     (halving) left the store further below its limit, the refused
+//     GETs' back-off holding their slots;
 //   - from then on ramp grows by one per ramp prefetches finished, rather
 //     than one per prefetch (slow start), until it is back at Parallel.
 //
@@ -43,8 +41,8 @@ func (r *Registry) watchThrottle(now time.Time) {
 	}
 	clear(w.seen)
 	grew := false
-	for _, j := range r.jobs {
-		tc, ok := j.mount.src.Backend().(backend.ThrottleCounter)
+	for m := range r.mounts {
+		tc, ok := m.src.Backend().(backend.ThrottleCounter)
 		if !ok || w.seen[tc] {
 			continue
 		}

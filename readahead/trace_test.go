@@ -15,7 +15,7 @@ func TestTraceCountsEvictionsTheJobNeedsSoon(t *testing.T) {
 	}
 	reg.mu.Lock()
 	var j *job
-	for _, jj := range reg.jobs {
+	for _, jj := range reg.allJobs() {
 		j = jj
 	}
 	j.window = 10

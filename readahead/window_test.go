@@ -13,7 +13,7 @@ func TestWindowCoversLead(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	items := make([]Item, 100_000)
 	r := &Registry{cfg: Config{Parallel: 8, Lead: 2 * time.Second, WindowBytes: 1 << 30}}
-	j := &job{cur: newOrder(0, items, sized(100_000)), rateAt: t0}
+	j := &job{jobProgress: jobProgress{cur: newOrder(0, items, sized(100_000))}, jobSchedule: jobSchedule{rateAt: t0}}
 
 	r.pf.latency = 0.05 // 4 latencies: 0.2 s, under Lead
 	j.rate = 100

@@ -12,10 +12,7 @@ import (
 // AheadBytes would, five or more at once, push each other's chunks out
 // unread (to be read back from disk), and each stream's WindowBytes in
 // flight would put dozens of GETs on the store where sixteen get all it
-// gives. Eight dd at once over eight 128 MiB files, each with its own
-// full window, got 0.60-0.63 of the store's own 16 parallel GETs over the
-// same files, with 64-93 fetches in flight and 38-70 of 256 chunks pushed
-// out (go run ./bench order --isolate-backend --skip-small --streams 8).
+// gives.
 //
 // Each active stream gets an equal share of both budgets, capped at
 // AheadBytes and WindowBytes, so one stream alone keeps its full window. A
@@ -44,8 +41,8 @@ const (
 	ProbeIdle  = 200 * time.Millisecond
 	// DefaultAhead and DefaultWindow are the budgets of one
 	// cache's streams: half of its 256 MiB staging area (the rest is for
-	// declared orders' prefetch), and sixteen 4 MiB chunks in flight, the
-	// store's own parallel rate in the measurements above.
+	// declared orders' prefetch), and sixteen 4 MiB chunks in flight, as
+	// many as the store's own parallel GETs are served by.
 	DefaultAhead  = 128 << 20
 	DefaultWindow = 64 << 20
 	// streamsSweep is how often idle streams are swept out of the count.

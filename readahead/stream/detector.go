@@ -16,21 +16,18 @@ const (
 // chunks. A window of N chunks past the reader tops up only when the
 // reader moves on, so its chunks start together, share the store's
 // bandwidth evenly, arrive together, and the next wave's GETs then spend
-// their latency with the store idle: dd over a cold 256 MiB file from a
-// store with 20 ms latency got 0.78 of what the store gives 16 parallel
-// ranged GETs with 8 chunks (go run ./bench order --isolate-backend
-// --skip-small), and 16 or 32 chunks did no better. Counting the bytes
-// still to arrive, and starting the next chunk as soon as the ones in
-// flight have delivered enough, keeps GETs starting while others are
-// still delivering (test/models/ddwindow.py models both).
+// their latency with the store idle, however many chunks the window
+// holds. Counting the bytes still to arrive, and starting the next chunk
+// as soon as the ones in flight have delivered enough, keeps GETs
+// starting while others are still delivering (test/models/ddwindow.py
+// models both).
 const (
 	// WindowBytes bounds the bytes a stream has asked for and not yet
 	// received: about 80 ms of a 400 MB/s store, four times its latency.
 	WindowBytes = 32 << 20
 	// AheadBytes bounds how far past the chunk being read a stream fetches,
 	// arrived or not: every chunk fetched ahead holds a buffer until it is
-	// read, and a daemon's fresh buffers are paid for in page faults
-	// (1.5-3 µs per 4 KiB page here).
+	// read, and a daemon's fresh buffers are paid for in page faults.
 	AheadBytes = 64 << 20
 )
 
