@@ -66,9 +66,6 @@ type Config struct {
 	FsName string
 }
 
-// MountStats are one mount's figures (see internal/control).
-type MountStats = control.MountStats
-
 // Mount is one mounted dsmount filesystem.
 type Mount struct {
 	dir        string
@@ -266,21 +263,21 @@ func (m *Mount) readFailed(key string, off int64, err error) {
 	}
 }
 
-// Stats returns the mount's figures as c may see them: a caller who is
-// not privileged sees only its own jobs.
-func (m *Mount) StatsFor(c Caller) MountStats {
+// StatsFor returns the mount's figures as c may see them, as the control
+// protocol sends them: a caller who is not privileged sees only its own
+// jobs.
+func (m *Mount) StatsFor(c Caller) control.MountStats {
 	s := m.Stats()
-	if c.Privileged {
-		return s
-	}
-	mine := []readahead.JobStats{}
-	for _, j := range s.Jobs {
-		if j.UID == c.UID {
-			mine = append(mine, j)
+	if !c.Privileged {
+		mine := []readahead.JobStats{}
+		for _, j := range s.Jobs {
+			if j.UID == c.UID {
+				mine = append(mine, j)
+			}
 		}
+		s.Jobs = mine
 	}
-	s.Jobs = mine
-	return s
+	return s.Wire()
 }
 
 // Stats returns the mount's figures.
