@@ -27,26 +27,26 @@ func UrgencyOf(ctx context.Context) func() bool {
 // for backends that keep them (see StatsReporter).
 type RequestStats struct {
 	// Gets counts the GETs sent for reads, hedges and retries included.
-	Gets int64 `json:"gets"`
+	Gets int64
 	// Hedges counts second GETs sent for a read whose first was slow to
 	// answer; HedgesWon those that answered first.
-	Hedges    int64 `json:"hedges"`
-	HedgesWon int64 `json:"hedges_won"`
+	Hedges    int64
+	HedgesWon int64
 	// FirstByteTimeouts counts GETs abandoned for giving no answer in
 	// time, and BodyTimeouts those whose body stopped coming.
-	FirstByteTimeouts int64 `json:"first_byte_timeouts"`
-	BodyTimeouts      int64 `json:"body_timeouts"`
+	FirstByteTimeouts int64
+	BodyTimeouts      int64
 	// Retries counts GETs made again after a failure or a timeout.
-	Retries int64 `json:"retries"`
+	Retries int64
 	// Throttled counts answers asking to slow down (503 SlowDown, 429).
-	Throttled int64 `json:"throttled"`
+	Throttled int64
 	// FirstByteP99Millis is the recent 99th percentile of the time to a
 	// GET's answer, which the timeouts follow; TimeoutMillis the first
 	// attempt's timeout it gives, and HedgeMillis how long an urgent read
 	// waits before a second GET.
-	FirstByteP99Millis float64 `json:"first_byte_p99_ms"`
-	TimeoutMillis      float64 `json:"timeout_ms"`
-	HedgeMillis        float64 `json:"hedge_ms"`
+	FirstByteP99Millis float64
+	TimeoutMillis      float64
+	HedgeMillis        float64
 }
 
 // StatsReporter is a Backend that counts its requests.

@@ -1,12 +1,12 @@
 package control
 
-// The stats answer's types are the wire's own: the daemon's packages keep
-// their figures in their own types (cache.Stats, cache.SourceStats,
-// readahead.JobStats, readahead.PageCache, backend.RequestStats), with no
-// JSON tags, and the side that reports them converts them to these, each
-// in one place (package fs for a mount's figures, internal/daemon for the
-// cache's and the page cache's). So this package depends on none of them,
-// and a field's wire name changes here or nowhere.
+// The stats answer's types are the wire's own. The daemon's packages keep
+// their figures in types of their own (cache.Stats, cache.SourceStats,
+// readahead.JobStats, readahead.PageCache, backend.RequestStats), and the
+// side that reports them converts them to these, each in one place
+// (package fs for a mount's figures, internal/daemon for the cache's and
+// the page cache's). So this package depends on none of those packages,
+// and a field's wire name is set here and nowhere else.
 
 // StatsReport is the answer to OpStats (Event.Stats) and what
 // `dsmount stats --json` prints.
