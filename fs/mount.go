@@ -194,14 +194,11 @@ func (m *Mount) Serve(dir string) error {
 			DisableSplice: true,
 			// Plain READDIR: a listing makes no inode per entry. With
 			// READDIRPLUS the kernel keeps an inode for every entry
-			// listed, and go-fuse a node for each (730 bytes apiece):
-			// on 1.28M files a find took the daemon from 190 to 344 MB
-			// (READDIRPLUS_AUTO, which plusses a directory's first
-			// batches) and 5.2 s against 2.8 s without; ls -l of 1,281
-			// files took 0.85 s cold against 0.10 s. What plus saved,
-			// a LOOKUP at a listed file's first open, is one round
-			// trip per file per mount (the kernel then keeps the entry
-			// for kernelTimeout).
+			// listed, and go-fuse a node for each, so a find or ls -l
+			// over a large tree took more memory and time with it
+			// (even READDIRPLUS_AUTO's). What plus saved, a LOOKUP at a
+			// listed file's first open, is one round trip per file per
+			// mount (the kernel then keeps the entry for kernelTimeout).
 			DisableReadDirPlus: true,
 			Logger:             slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		},

@@ -55,8 +55,8 @@
 // TableBytes of a path table (NUL-ended paths, named by TableName of
 // these bytes), IndicesBytes and NextIndicesBytes of indices into the
 // table (little-endian uint32). Paths are relative to the mount's root.
-// A million paths as a JSON array cost the daemon a second of decoding
-// and a string each; as a payload, a scan (Buffer).
+// Paths as a JSON array cost the daemon a slow decode and a string
+// each; as a payload, a scan (Buffer).
 //
 // Examples, one request line each (→) and the events (←):
 //

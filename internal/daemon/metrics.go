@@ -328,8 +328,8 @@ var (
 // requests (backend.Observed, S3's), its GETs' times, failures and
 // retries (backend.RequestObserver). They are made with the mount when
 // metrics are served (the cost is two clock reads and an observation per
-// read: go test -bench NodeRead ./fs), carry the mount's label from the
-// start, and go with the mount.
+// read, which fs's BenchmarkNodeRead measures), carry the mount's label
+// from the start, and go with the mount.
 type liveMetrics struct {
 	read prometheus.Histogram
 	// backend says the rest are there.
