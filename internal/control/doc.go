@@ -133,7 +133,10 @@
 // # Stability
 //
 // This package is internal to dsmount: the protocol above is the
-// contract, these Go types are its one implementation.
+// contract, these Go types are its one implementation. It imports no
+// other package of dsmount: the stats answer's types (StatsReport and its
+// parts, stats.go) are the wire's own, and the daemon converts its
+// figures to them.
 package control
 
 // Version is the protocol version this package speaks: 2 since channel
