@@ -20,8 +20,8 @@ import (
 type Listing struct {
 	slabs [][]byte
 	// recs holds the records in blocks of recBlock: a slice grown by
-	// append copies what it holds at each growth, and fresh pages cost
-	// more than the copy here (a 1.28M listing took 1.4 s to build).
+	// append copies what it holds into fresh pages at each growth, which
+	// made building a large listing slow.
 	recs [][]listingRec
 	n    int
 }
@@ -127,10 +127,9 @@ func (l *Listing) Bytes() int64 {
 }
 
 // hugeAdvised asks for transparent huge pages behind the 2 MiB-aligned
-// part of b's memory and returns b. A listing of a million objects is
-// 130 MB written once, and a fresh 4 KiB page cost about 20 µs to fault
-// in on the VMs this was measured on: 0.7 s of a remount went to page
-// faults. The pages a block never touches (a small listing's) stay
+// part of b's memory and returns b. A large listing is written once into
+// fresh memory, and faulting it in 4 KiB at a time was a good part of a
+// remount. The pages a block never touches (a small listing's) stay
 // unallocated either way; where THP is off, the advice changes nothing.
 func hugeAdvised(b []byte) []byte {
 	const huge = 2 << 20

@@ -23,37 +23,6 @@ func UrgencyOf(ctx context.Context) func() bool {
 	return fn
 }
 
-// RequestStats are a backend's counts of the requests it made for reads,
-// for backends that keep them (see StatsReporter).
-type RequestStats struct {
-	// Gets counts the GETs sent for reads, hedges and retries included.
-	Gets int64 `json:"gets"`
-	// Hedges counts second GETs sent for a read whose first was slow to
-	// answer; HedgesWon those that answered first.
-	Hedges    int64 `json:"hedges"`
-	HedgesWon int64 `json:"hedges_won"`
-	// FirstByteTimeouts counts GETs abandoned for giving no answer in
-	// time, and BodyTimeouts those whose body stopped coming.
-	FirstByteTimeouts int64 `json:"first_byte_timeouts"`
-	BodyTimeouts      int64 `json:"body_timeouts"`
-	// Retries counts GETs made again after a failure or a timeout.
-	Retries int64 `json:"retries"`
-	// Throttled counts answers asking to slow down (503 SlowDown, 429).
-	Throttled int64 `json:"throttled"`
-	// FirstByteP99Millis is the recent 99th percentile of the time to a
-	// GET's answer, which the timeouts follow; TimeoutMillis the first
-	// attempt's timeout it gives, and HedgeMillis how long an urgent read
-	// waits before a second GET.
-	FirstByteP99Millis float64 `json:"first_byte_p99_ms"`
-	TimeoutMillis      float64 `json:"timeout_ms"`
-	HedgeMillis        float64 `json:"hedge_ms"`
-}
-
-// StatsReporter is a Backend that counts its requests.
-type StatsReporter interface {
-	RequestStats() RequestStats
-}
-
 // ThrottleCounter is a Backend that counts the answers in which its store
 // asked for fewer requests (S3's 503 SlowDown, 429): callers that fetch
 // ahead of readers (package readahead) shrink their parallelism when the

@@ -72,10 +72,10 @@ func (c *Cache) Stats() Stats {
 
 // SourceStats counts the reads served through one Source (one mount).
 type SourceStats struct {
-	Hits             int64 `json:"hits"`
-	Misses           int64 `json:"misses"`
-	BytesFromCache   int64 `json:"bytes_from_cache"`
-	BytesFromBackend int64 `json:"bytes_from_backend"`
+	Hits             int64
+	Misses           int64
+	BytesFromCache   int64
+	BytesFromBackend int64
 }
 
 // Stats returns the counters of reads through s.

@@ -99,7 +99,7 @@ func TestControlEntry(t *testing.T) {
 				if len(evs) != 1 || evs[0].Type != control.EventResult {
 					t.Fatalf("%s: %+v; want one result", line, evs)
 				}
-				var st MountStats
+				var st control.MountStats
 				if err := json.Unmarshal(evs[0].Stats, &st); err != nil {
 					t.Fatal(err)
 				}

@@ -66,9 +66,6 @@ type Config struct {
 	FsName string
 }
 
-// MountStats are one mount's figures (see internal/control).
-type MountStats = control.MountStats
-
 // Mount is one mounted dsmount filesystem.
 type Mount struct {
 	dir        string
@@ -197,14 +194,11 @@ func (m *Mount) Serve(dir string) error {
 			DisableSplice: true,
 			// Plain READDIR: a listing makes no inode per entry. With
 			// READDIRPLUS the kernel keeps an inode for every entry
-			// listed, and go-fuse a node for each (730 bytes apiece):
-			// on 1.28M files a find took the daemon from 190 to 344 MB
-			// (READDIRPLUS_AUTO, which plusses a directory's first
-			// batches) and 5.2 s against 2.8 s without; ls -l of 1,281
-			// files took 0.85 s cold against 0.10 s. What plus saved,
-			// a LOOKUP at a listed file's first open, is one round
-			// trip per file per mount (the kernel then keeps the entry
-			// for kernelTimeout).
+			// listed, and go-fuse a node for each, so a find or ls -l
+			// over a large tree took more memory and time with it
+			// (even READDIRPLUS_AUTO's). What plus saved, a LOOKUP at a
+			// listed file's first open, is one round trip per file per
+			// mount (the kernel then keeps the entry for kernelTimeout).
 			DisableReadDirPlus: true,
 			Logger:             slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		},
@@ -266,21 +260,21 @@ func (m *Mount) readFailed(key string, off int64, err error) {
 	}
 }
 
-// Stats returns the mount's figures as c may see them: a caller who is
-// not privileged sees only its own jobs.
-func (m *Mount) StatsFor(c Caller) MountStats {
+// StatsFor returns the mount's figures as c may see them, as the control
+// protocol sends them: a caller who is not privileged sees only its own
+// jobs.
+func (m *Mount) StatsFor(c Caller) control.MountStats {
 	s := m.Stats()
-	if c.Privileged {
-		return s
-	}
-	mine := []readahead.JobStats{}
-	for _, j := range s.Jobs {
-		if j.UID == c.UID {
-			mine = append(mine, j)
+	if !c.Privileged {
+		mine := []readahead.JobStats{}
+		for _, j := range s.Jobs {
+			if j.UID == c.UID {
+				mine = append(mine, j)
+			}
 		}
+		s.Jobs = mine
 	}
-	s.Jobs = mine
-	return s
+	return s.Wire()
 }
 
 // Stats returns the mount's figures.

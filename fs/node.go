@@ -211,8 +211,8 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 	if n.e.isDir() {
 		return nil, syscall.EISDIR
 	}
-	// One clock read each side, where the daemon times reads (go test
-	// -bench NodeRead ./fs: what it costs).
+	// One clock read each side, where the daemon times reads
+	// (BenchmarkNodeRead: what it costs).
 	var start time.Time
 	lat := n.m.readLatency
 	if lat != nil {

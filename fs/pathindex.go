@@ -7,8 +7,8 @@ import (
 
 // pathIndex finds a file by its whole path in one probe or two: a declared
 // order names a million files, and a walk down the tree with a binary
-// search per directory cost a dozen cache misses per path (4 s for
-// ImageNet's 1.28M). It is an open-addressing table of file indices + 1
+// search per directory cost a dozen cache misses per path, which added up
+// to seconds. It is an open-addressing table of file indices + 1
 // (0: empty), at most half full: 4 bytes a slot, 8 MB for ImageNet.
 type pathIndex struct {
 	seed  maphash.Seed

@@ -61,7 +61,7 @@ type tree struct {
 	files []uint32 // listing indices
 	// byPath is built on the first lookup by path (a declaration or a
 	// warm): a mount that is only read never needs it, and building it
-	// is a tenth of a second of a million-file mount's start-up.
+	// would lengthen a large mount's start-up.
 	byPathOnce sync.Once
 	byPath     pathIndex
 	// empty has a bit set for each file of no bytes, made on first use.

@@ -253,20 +253,20 @@ func (j *job) itemAt(p int) (Item, backend.Object, bool) {
 
 // JobStats are one job's figures.
 type JobStats struct {
-	Mount        string  `json:"mount"`
-	Name         string  `json:"name"`
-	UID          uint32  `json:"uid"` // the user who owns the job
-	Epoch        int     `json:"epoch"`
-	Declared     int     `json:"declared"`      // items in the current epoch's order
-	NextDeclared int     `json:"next_declared"` // items in the next epoch's order, 0 if not declared
-	Read         int     `json:"read"`          // items of the current epoch read
-	Frontier     int     `json:"frontier"`      // first unread position of the current epoch
-	Window       int     `json:"window"`        // prefetch window, items
-	ReadRate     float64 `json:"read_rate"`     // items per second, smoothed
-	TotalReads   int64   `json:"total_reads"`
-	Prefetched   int64   `json:"prefetched"`
-	PrefetchHits int64   `json:"prefetch_hits"`
-	Stalls       int64   `json:"stalls"`
+	Mount        string
+	Name         string
+	UID          uint32 // the user who owns the job
+	Epoch        int
+	Declared     int     // items in the current epoch's order
+	NextDeclared int     // items in the next epoch's order, 0 if not declared
+	Read         int     // items of the current epoch read
+	Frontier     int     // first unread position of the current epoch
+	Window       int     // prefetch window, items
+	ReadRate     float64 // items per second, smoothed
+	TotalReads   int64
+	Prefetched   int64
+	PrefetchHits int64
+	Stalls       int64
 	// HitRate is the share of this epoch's positions passed so far whose
 	// read didn't find the item uncached (positions passed unseen, which
 	// the kernel's page cache served, count as hits); StallSeconds the
@@ -277,19 +277,19 @@ type JobStats struct {
 	// its window that prefetch left because the cache would not evict
 	// for them, EvictedInWindow the items evicted while it needed them
 	// within its window (the policy's trace: see docs/multijob.md).
-	HitRate           float64 `json:"hit_rate"`
-	StallSeconds      float64 `json:"stall_seconds"`
-	PrefetchEvicted   int64   `json:"prefetch_evicted"`
-	PrefetchUnseen    int64   `json:"prefetch_unseen"`
-	AdmissionsRefused int64   `json:"admissions_refused"`
-	EvictedInWindow   int64   `json:"evicted_in_window"`
-	IdleSeconds       float64 `json:"idle_seconds"`
+	HitRate           float64
+	StallSeconds      float64
+	PrefetchEvicted   int64
+	PrefetchUnseen    int64
+	AdmissionsRefused int64
+	EvictedInWindow   int64
+	IdleSeconds       float64
 	// Pushed counts the files put into the kernel's page cache ahead of
 	// the readers (push.go), all epochs.
-	Pushed int64 `json:"pushed"`
+	Pushed int64
 	// StallHistogram counts the stalls whose time StallSeconds sums, by
 	// how long each took (the daemon's metrics; not in the stats JSON).
-	StallHistogram StallHistogram `json:"-"`
+	StallHistogram StallHistogram
 }
 
 func (j *job) stats(now time.Time) JobStats {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -107,10 +108,10 @@ func TestDeclaredCacheDiskPushes(t *testing.T) {
 	}
 	markers := int64(nonEmpty / 32)
 	want := int64(nonEmpty) - markers
-	var job testenv.JobStats
+	var job control.JobStats
 	err := testenv.WaitFor(30*time.Second, 20*time.Millisecond, "the declared files pushed", func() (bool, error) {
 		var ok bool
-		job, ok = testenv.Stats(t, dsmountBin, mp).Mount.Job("push")
+		job, ok = testenv.Job(testenv.Stats(t, dsmountBin, mp).Mount, "push")
 		return ok && job.Pushed >= want, nil
 	})
 	if err != nil {

@@ -165,7 +165,7 @@ func TestMountTypeFuse(t *testing.T) {
 	if r := testenv.RunCLIWith("/bin/umount", testenv.CLIOptions{Env: env}, time.Minute, mp); r.ExitCode != 0 {
 		t.Fatalf("umount: exit %d: %s", r.ExitCode, r.Stderr)
 	}
-	waitExit(t, st.DaemonPID, 30*time.Second)
+	waitExit(t, st.DaemonPid, 30*time.Second)
 
 	for _, c := range []struct{ name, opts, want string }{
 		{"unknown option", "cache_dir=" + t.TempDir() + ",bogus=1", `unknown mount option "bogus"`},
@@ -235,7 +235,7 @@ func TestMountInBackground(t *testing.T) {
 	if !strings.Contains(res.Stderr, `"daemon_pid"`) {
 		t.Errorf("mount -d said nothing of its daemon: %s", res.Stderr)
 	}
-	pid := testenv.Stats(t, dsmountBin, mp).DaemonPID
+	pid := testenv.Stats(t, dsmountBin, mp).DaemonPid
 	if pid == 0 || pid == os.Getpid() {
 		t.Fatalf("daemon pid %d", pid)
 	}
@@ -394,7 +394,7 @@ func TestMountOverDeadMount(t *testing.T) {
 	if _, err := os.Stat(mp); err != nil {
 		t.Fatal(err)
 	}
-	pid := testenv.Stats(t, dsmountBin, mp).DaemonPID
+	pid := testenv.Stats(t, dsmountBin, mp).DaemonPid
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestMountOverDeadMount(t *testing.T) {
 		t.Fatalf("mount over the dead mount: exit %d: %s", r.ExitCode, r.Stderr)
 	}
 	testenv.CompareTree(t, src, mp, paths, 2, 6)
-	pid = testenv.Stats(t, dsmountBin, mp).DaemonPID
+	pid = testenv.Stats(t, dsmountBin, mp).DaemonPid
 	if r := testenv.RunCLI(dsmountBin, nil, time.Minute, "unmount", mp); r.ExitCode != 0 {
 		t.Fatalf("unmount: %s", r.Stderr)
 	}

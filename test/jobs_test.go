@@ -3,7 +3,7 @@ package test
 import (
 	"testing"
 
-	"github.com/dsmount/dsmount/test/testenv"
+	"github.com/dsmount/dsmount/internal/control"
 )
 
 // TestDeclaredJobsShareTheCacheBetterThanFillAndHold runs the cheap case
@@ -23,7 +23,7 @@ func TestDeclaredJobsShareTheCacheBetterThanFillAndHold(t *testing.T) {
 		Policy  string             `json:"policy"`
 		HitRate []float64          `json:"hit_rate"`
 		Oracle  []float64          `json:"oracle"`
-		Daemon  []testenv.JobStats `json:"daemon"`
+		Daemon  []control.JobStats `json:"daemon"`
 		Error   string             `json:"error"`
 	}
 	benchJSON(t, out, &results)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -38,16 +39,16 @@ func TestOverBoundDeclarationsAreRefusedClearly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	state := func() testenv.JobStats {
+	state := func() control.JobStats {
 		t.Helper()
 		// Decoded leniently: this test is about the jobs, not every
 		// field stats has.
 		r := runAs(t, nil, dsmountBin, "stats", mp, "--json")
-		var s testenv.DaemonStats
+		var s control.StatsReport
 		if err := json.Unmarshal([]byte(r.Stdout), &s); r.ExitCode != 0 || err != nil {
 			t.Fatalf("dsmount stats: exit %d, %v: %s", r.ExitCode, err, r.Stderr)
 		}
-		j, ok := s.Mount.Job("train")
+		j, ok := testenv.Job(s.Mount, "train")
 		if !ok {
 			t.Fatal("root's job is gone")
 		}

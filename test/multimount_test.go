@@ -140,8 +140,8 @@ func TestMultiMount(t *testing.T) {
 	}
 
 	s := testenv.Stats(t, dsmountBin, mps[1])
-	if s.DaemonPID != d.Pid() || s.Mount.Mountpoint != mps[1] || len(s.Mounts) != 3 {
-		t.Errorf("stats via %s: daemon_pid %d (want %d), mount %q, %d mounts (want 3)", mps[1], s.DaemonPID, d.Pid(), s.Mount.Mountpoint, len(s.Mounts))
+	if s.DaemonPid != d.Pid() || s.Mount.Mountpoint != mps[1] || len(s.Mounts) != 3 {
+		t.Errorf("stats via %s: daemon_pid %d (want %d), mount %q, %d mounts (want 3)", mps[1], s.DaemonPid, d.Pid(), s.Mount.Mountpoint, len(s.Mounts))
 	}
 	if s.Cache.ChunksFetched != f.chunks {
 		t.Errorf("stats: cache chunks_fetched %d, want %d", s.Cache.ChunksFetched, f.chunks)
@@ -151,7 +151,7 @@ func TestMultiMount(t *testing.T) {
 		t.Errorf("GET %s: %d, %v", metricsURL, code, err)
 	}
 	for _, mp := range mps {
-		ms, ok := s.MountByPoint(mp)
+		ms, ok := testenv.MountByPoint(s, mp)
 		if !ok {
 			t.Errorf("stats lists no mount %s: %+v", mp, s.Mounts)
 			continue

@@ -92,7 +92,7 @@ func TestControlEntryAnswersEachUserForItself(t *testing.T) {
 		t.Fatalf("another user declaring a job of its own: exit %d: %s", r.ExitCode, r.Stderr)
 	}
 	r := runAs(t, nobody, bin, "stats", mp, "--json")
-	var theirs testenv.DaemonStats
+	var theirs control.StatsReport
 	if err := testenv.DecodeJSONObject(r.Stdout, &theirs); r.ExitCode != 0 || err != nil {
 		t.Fatalf("stats as another user: exit %d, %v: %s", r.ExitCode, err, r.Stderr)
 	}

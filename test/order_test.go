@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -47,10 +48,10 @@ func declare(t *testing.T, mp, job string, epoch int, list string, extra ...stri
 	return res
 }
 
-func jobStats(t *testing.T, mp, name string) (testenv.JobStats, bool) {
+func jobStats(t *testing.T, mp, name string) (control.JobStats, bool) {
 	t.Helper()
 	s := testenv.Stats(t, dsmountBin, mp)
-	return s.Mount.Job(name)
+	return testenv.Job(s.Mount, name)
 }
 
 // TestOrderPrefetchesAheadOfReaders declares a shuffled order (and the next
@@ -76,10 +77,10 @@ func TestOrderPrefetchesAheadOfReaders(t *testing.T) {
 		t.Fatalf("order result %+v; want %d declared for this epoch and the next, nothing skipped", res, len(small))
 	}
 
-	var j testenv.JobStats
+	var j control.JobStats
 	err := testenv.WaitFor(time.Minute, 20*time.Millisecond, "the job's first window prefetched", func() (bool, error) {
 		s, err := testenv.StatsErr(dsmountBin, mp)
-		j, _ = s.Mount.Job("train")
+		j, _ = testenv.Job(s.Mount, "train")
 		return j.Prefetched >= int64(j.Window) && j.Window > 0 && s.Cache.FetchesInFlight == 0, err
 	})
 	if err != nil {
@@ -193,7 +194,7 @@ func TestOrderJobExpires(t *testing.T) {
 	}
 	err := testenv.WaitFor(30*time.Second, 50*time.Millisecond, "the idle job to expire", func() (bool, error) {
 		s, err := testenv.StatsErr(dsmountBin, mp)
-		_, ok := s.Mount.Job("idle")
+		_, ok := testenv.Job(s.Mount, "idle")
 		return !ok, err
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -283,13 +284,13 @@ func runPython(t *testing.T, env []string, timeout time.Duration, args ...string
 // the daemon) and some of epoch 1 (the script drops each file from the page
 // cache after reading it, so re-reads reach the daemon too). 0-byte files
 // are never read from the daemon.
-func checkJob(t *testing.T, mp string, out trainOutput, sizes []int64) testenv.JobStats {
+func checkJob(t *testing.T, mp string, out trainOutput, sizes []int64) control.JobStats {
 	t.Helper()
 	s := testenv.Stats(t, dsmountBin, mp)
 	if s.Mount.Mountpoint != mp || s.Mount.Reads <= 0 {
 		t.Errorf("dsmount stats: mount %s with %d reads; want %s with reads", s.Mount.Mountpoint, s.Mount.Reads, mp)
 	}
-	j, ok := s.Mount.Job(out.Job)
+	j, ok := testenv.Job(s.Mount, out.Job)
 	if !ok {
 		t.Fatalf("dsmount stats: no job %q among %+v", out.Job, s.Mount.Jobs)
 	}

@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -33,7 +34,7 @@ func TestStats(t *testing.T) {
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]))
 
 	s0 := testenv.Stats(t, dsmountBin, mp)
-	if s0.DaemonPID != d.Pid() || len(s0.Mounts) != 1 || s0.Mounts[0].Mountpoint != mp || s0.Mount.Mountpoint != mp || !strings.HasPrefix(s0.Mount.Source, source) {
+	if s0.DaemonPid != d.Pid() || len(s0.Mounts) != 1 || s0.Mounts[0].Mountpoint != mp || s0.Mount.Mountpoint != mp || !strings.HasPrefix(s0.Mount.Source, source) {
 		t.Errorf("stats of a fresh mount: %+v; want daemon_pid %d, one mount %s of %s[...]", s0, d.Pid(), mp, source)
 	}
 	if m := s0.Mount; m.Reads != 0 || m.BytesRead != 0 || m.Hits != 0 || m.Misses != 0 {
@@ -51,7 +52,7 @@ func TestStats(t *testing.T) {
 	s1 := testenv.Stats(t, dsmountBin, mp)
 	t.Logf("after a cold pass (%d GETs): %+v", g1-g0, s1)
 	m, c := s1.Mount, s1.Cache
-	if m.Files != int64(len(f.paths)) {
+	if m.Files != len(f.paths) {
 		t.Errorf("stats: mount files %d, the mount holds %d", m.Files, len(f.paths))
 	}
 	if m.Reads <= 0 || !onePass(m.BytesRead, f.total) || m.ReadErrors != 0 {
@@ -121,7 +122,7 @@ func TestStats(t *testing.T) {
 // histograms holding GETs, with an errors and a retries counter per kind;
 // dsmount_build_info; the process's and the Go runtime's series; no series
 // of the names before issue 27; and the listener bound to 127.0.0.1 only.
-func checkMetrics(t *testing.T, addr string, s testenv.DaemonStats, cold bool) {
+func checkMetrics(t *testing.T, addr string, s control.StatsReport, cold bool) {
 	t.Helper()
 	url := "http://" + addr + "/metrics"
 	code, fams, err := testenv.ScrapeFamilies(url)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -126,7 +127,7 @@ func TestStatsWatch(t *testing.T) {
 		t.Errorf("stats --watch --json after SIGTERM: exit %d, stderr %q", r.ExitCode, r.Stderr)
 	}
 	for _, line := range strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n") {
-		var s testenv.DaemonStats
+		var s control.StatsReport
 		if err := testenv.DecodeJSONObject(line, &s); err != nil || s.Mount.Mountpoint != mp {
 			t.Errorf("stats --watch --json line %q: %v (mount %q)", line, err, s.Mount.Mountpoint)
 		}

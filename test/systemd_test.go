@@ -92,7 +92,7 @@ func TestStopWhileBusy(t *testing.T) {
 		t.Fatalf("mounting again after the busy stop: exit %d: %s", r.ExitCode, r.Stderr)
 	}
 	testenv.CompareTree(t, src, mp, paths, 2, 7)
-	pid := testenv.Stats(t, dsmountBin, mp).DaemonPID
+	pid := testenv.Stats(t, dsmountBin, mp).DaemonPid
 	if r := testenv.RunCLI(dsmountBin, nil, time.Minute, "unmount", mp); r.ExitCode != 0 {
 		t.Fatalf("unmount: %s", r.Stderr)
 	}
@@ -121,7 +121,7 @@ func TestEnvDoesNotRecurse(t *testing.T) {
 		}
 	}
 	testenv.CompareTree(t, src, mp, paths, 2, 8)
-	pid := testenv.Stats(t, dsmountBin, mp).DaemonPID
+	pid := testenv.Stats(t, dsmountBin, mp).DaemonPid
 	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestEnvDoesNotRecurse(t *testing.T) {
 		t.Fatal(err)
 	}
 	next("READY=1")
-	if p.Exited() || testenv.Stats(t, dsmountBin, mp).DaemonPID != p.Pid() {
+	if p.Exited() || testenv.Stats(t, dsmountBin, mp).DaemonPid != p.Pid() {
 		t.Fatalf("under $NOTIFY_SOCKET, DSMOUNT_DAEMON=true: the service's process exited or is not the daemon: %s", p.Stderr())
 	}
 	p.Signal(syscall.SIGTERM)
@@ -187,7 +187,7 @@ func TestJoinHeldUnderSystemd(t *testing.T) {
 	if r := testenv.RunCLI(dsmountBin, nil, time.Minute, "mount", "-d", src, mpA, "--cache-dir", cacheDir); r.ExitCode != 0 {
 		t.Fatalf("the first mount: exit %d: %s", r.ExitCode, r.Stderr)
 	}
-	daemonPid := testenv.Stats(t, dsmountBin, mpA).DaemonPID
+	daemonPid := testenv.Stats(t, dsmountBin, mpA).DaemonPid
 	sock, next := notifyListener(t)
 	join := func() *testenv.CLIProc {
 		t.Helper()

@@ -56,11 +56,10 @@
 // store's time, whose offset later GETs keep (clock.go).
 //
 // List's pages are fetched the same way (listraw.go) and decoded by hand
-// (listxml.go), for the SDK's XML deserializer cost about 10 µs of CPU a
-// key, most of a large first mount. They ask for URL-encoded keys, so keys
-// with characters XML 1.0 can't carry are listed as stored; a failed page
-// is asked for again as the SDK would (five attempts), with ReadAt's
-// back-off.
+// (listxml.go), for the SDK's XML deserializer was most of a large first
+// mount's CPU. They ask for URL-encoded keys, so keys with characters XML
+// 1.0 can't carry are listed as stored; a failed page is asked for again
+// as the SDK would (five attempts), with ReadAt's back-off.
 //
 // # Client setup
 //

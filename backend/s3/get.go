@@ -23,10 +23,9 @@ import (
 // rawGetter makes ReadAt's ranged GETs as plain HTTP requests signed with
 // the SDK's SigV4 signer, skipping the SDK's operation stack. That stack
 // (endpoint rules, auth scheme resolution, some thirty middlewares, its
-// allocations) cost about as much CPU per GET as the request itself: 225–250
-// µs per 110 KB GET through GetObject, 140–165 µs this way (10,000 GETs
-// from MinIO, 64 in flight). A cold epoch makes one GET per small file, and
-// the node's CPU is what a training job's loaders need too.
+// allocations) cost much of a small GET's CPU. A cold epoch makes one GET
+// per small file, and the node's CPU is what a training job's loaders
+// need too.
 //
 // What the SDK decides stays the SDK's: the credentials (its provider
 // chain and cache), the HTTP client (its transport, AWS_CA_BUNDLE, the

@@ -27,9 +27,8 @@ func (stallError) Timeout() bool { return true }
 
 // maxHedges is how many hedges one attempt may send. With a share of the
 // store's connections stalled, a hedge has the same chance of meeting one
-// as the GET it hedges: with one hedge, a third of the healthy warms'
-// rounds with 5% stalled waited for a first-byte timeout (go run
-// ./bench order --tail).
+// as the GET it hedges, so with one hedge alone a read often still
+// waited for the first-byte timeout.
 const maxHedges = 2
 
 // raced is one GET's outcome in getRaced.

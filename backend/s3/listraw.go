@@ -22,9 +22,8 @@ import (
 
 // List's pages are fetched, where the raw getter can sign for the store,
 // as plain ListObjectsV2 requests (rawGetter.list) decoded by hand
-// (listxml.go): through the SDK a 1.28M-key listing cost about 10 µs of
-// CPU a key, most of it in the SDK's XML deserializer, and the listing is
-// what a first mount waits for.
+// (listxml.go): through the SDK, a large listing's CPU went mostly to its
+// XML deserializer, and the listing is what a first mount waits for.
 
 // maxListPage bounds a ListObjectsV2 answer held in memory. A page of
 // 1,000 keys of S3's longest (1,024 bytes, percent-encoded) is under

@@ -26,11 +26,11 @@ import (
 //     after 1.25 times the 99th percentile sends a second GET, on another
 //     connection, and takes whichever answers first; a read ahead of its
 //     readers waits hedgeAheadMult times longer. (At the percentile
-//     itself, 2.1% of a healthy warm's GETs were hedges: its 64 GETs in
-//     flight answer slower than the reads before them, which the window
-//     still remembers; go run ./bench order --tail.) Hedges draw on a budget earned by GETs
-//     (hedgeBudget of them), so a store that is slow for every request
-//     gets at most that share of extra requests.
+//     itself, a healthy warm hedged too often: its GETs in flight answer
+//     slower than the reads before them, which the window still
+//     remembers.) Hedges draw on a budget earned by GETs (hedgeBudget of
+//     them), so a store that is slow for every request gets at most that
+//     share of extra requests.
 //
 // On a healthy store under a steady load, fewer than one read in a
 // hundred that a caller waits for is hedged.

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/dsmount/dsmount/bench/internal/measure"
-	"github.com/dsmount/dsmount/test/testenv"
+	"github.com/dsmount/dsmount/internal/control"
 )
 
 // report prints the table of every configuration run so far.
@@ -32,7 +32,7 @@ func report(c config, e *env, rows []row) {
 		}
 		var js []string
 		for _, j := range r.stats {
-			js = append(js, fmt.Sprintf("%.2f %.0fs %d %d %d %d %d", j.HitRate, j.StallSeconds, j.Prefetched, j.PrefetchEvicted, j.PrefetchUnseen, j.Refused, j.EvictedInWindow))
+			js = append(js, fmt.Sprintf("%.2f %.0fs %d %d %d %d %d", j.HitRate, j.StallSeconds, j.Prefetched, j.PrefetchEvicted, j.PrefetchUnseen, j.AdmissionsRefused, j.EvictedInWindow))
 		}
 		fmt.Fprintf(w, "%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\n", r.jobs, r.fraction, b, r.policy,
 			measure.List(r.hit, "%.3f"), measure.List(r.oracle, "%.3f"), strings.Join(rates, ", "), strings.Join(js, "; "))
@@ -51,7 +51,7 @@ type Result struct {
 	// FilesPerSec is each job's files/s, per measured epoch.
 	FilesPerSec [][]float64 `json:"files_per_sec"`
 	// Daemon is the daemon's figures of each job after the last epoch.
-	Daemon []testenv.JobStats `json:"daemon,omitempty"`
+	Daemon []control.JobStats `json:"daemon,omitempty"`
 	Error  string             `json:"error,omitempty"`
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsmount/dsmount/bench/internal/benchenv"
 	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -41,7 +42,7 @@ type row struct {
 	hit    []float64          // per measured epoch
 	oracle []float64          // per measured epoch
 	rate   [][]float64        // per measured epoch, files/s of each job
-	stats  []testenv.JobStats // the daemon's figures of the jobs after the last epoch
+	stats  []control.JobStats // the daemon's figures of the jobs after the last epoch
 	err    string
 }
 

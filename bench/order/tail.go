@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/bench/internal/measure"
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -45,7 +46,7 @@ type tailResult struct {
 	result
 	maxRead, p99Read time.Duration
 	stallSec         float64 // epoch - work, for passes with work
-	backend          testenv.BackendStats
+	backend          control.RequestStats
 }
 
 // extraGets is the share of GETs beyond one per file.

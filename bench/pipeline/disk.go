@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dsmount/dsmount/bench/internal/cli"
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -144,7 +145,7 @@ func (b *bench) diskEpoch(m cachedMount, e int, keepJob bool, limit int64) diskE
 			args = append(args, "--keep-job")
 		}
 	}
-	var st0 testenv.MountStats
+	var st0 control.MountStats
 	if m.sys != sysLocal {
 		st0 = testenv.Stats(b.t, b.bin, m.dir).Mount
 	}

@@ -295,7 +295,7 @@ func (e *env) remount(c *carried) {
 	// The cache counts its records in the background once the mount is
 	// up; stats waits for that count.
 	t0 = time.Now()
-	if st, err := testenv.StatsErr(e.bin, e.mnt); err != nil || st.Mount.Files != int64(e.keys.Len()) {
+	if st, err := testenv.StatsErr(e.bin, e.mnt); err != nil || st.Mount.Files != e.keys.Len() {
 		e.notes = append(e.notes, fmt.Sprintf("stats after the remount: %d files (want %d), %v", st.Mount.Files, e.keys.Len(), err))
 	}
 	e.rows = append(e.rows, row{step: "h. `dsmount stats` right after the remount (waits for the cache to count its records)", figure: fmtDur(time.Since(t0))},

@@ -199,7 +199,7 @@ func (e *env) firstMount(c *carried) {
 	e.rows = append(e.rows, e.rssRow("b. daemon RSS after mount", ""))
 	if st, err := testenv.StatsErr(e.bin, e.mnt); err != nil {
 		e.notes = append(e.notes, "stats after the first mount: "+firstLine(err.Error()))
-	} else if st.Mount.Files != int64(e.keys.Len()) {
+	} else if st.Mount.Files != e.keys.Len() {
 		e.notes = append(e.notes, fmt.Sprintf("stats after the first mount: %d files, the store has %d", st.Mount.Files, e.keys.Len()))
 	}
 }

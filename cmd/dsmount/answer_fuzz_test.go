@@ -10,7 +10,6 @@ import (
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/internal/daemon"
 	"github.com/dsmount/dsmount/internal/units"
-	"github.com/dsmount/dsmount/readahead"
 )
 
 // renderEvent shows an event as the commands do (warm's progress bar,
@@ -43,8 +42,8 @@ func renderEvent(w io.Writer, ev control.Event) error {
 // done past the total, negative sizes), the CLI reads it and shows it
 // without a panic, and any error it reports is one line.
 func FuzzControlAnswer(f *testing.F) {
-	stats, err := json.Marshal(control.StatsReport{DaemonPid: 7, Mounts: []control.MountStats{{Mountpoint: "/mnt/x", Jobs: []readahead.JobStats{{Name: "j\nk", Declared: 3}}}},
-		Cache: control.CacheStats{Policy: daemon.PolicyOrder, Capacity: 10, Used: 20}, PageCache: readahead.PageCache{Samples: 1}})
+	stats, err := json.Marshal(control.StatsReport{DaemonPid: 7, Mounts: []control.MountStats{{Mountpoint: "/mnt/x", Jobs: []control.JobStats{{Name: "j\nk", Declared: 3}}}},
+		Cache: control.CacheStats{Policy: daemon.PolicyOrder, Capacity: 10, Used: 20}, PageCache: control.PageCache{Samples: 1}})
 	if err != nil {
 		f.Fatal(err)
 	}

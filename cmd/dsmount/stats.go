@@ -16,7 +16,6 @@ import (
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/internal/daemon"
 	"github.com/dsmount/dsmount/internal/units"
-	"github.com/dsmount/dsmount/readahead"
 )
 
 func newStatsCmd() *cobra.Command {
@@ -147,7 +146,7 @@ func printStats(out io.Writer, r control.StatsReport) {
 	}
 }
 
-func horizonText(h readahead.Horizon) string {
+func horizonText(h control.Horizon) string {
 	switch {
 	case h.Unbounded:
 		return "for as long as seen"

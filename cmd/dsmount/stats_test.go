@@ -7,7 +7,6 @@ import (
 
 	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/internal/daemon"
-	"github.com/dsmount/dsmount/readahead"
 )
 
 // TestStatsShowEachJob: dsmount stats shows per job where the daemon
@@ -15,12 +14,12 @@ import (
 // policy's trace, and what the policy knows of the page cache.
 func TestStatsShowEachJob(t *testing.T) {
 	r := control.StatsReport{
-		Mounts: []control.MountStats{{Mountpoint: "/mnt/data", Jobs: []readahead.JobStats{{
+		Mounts: []control.MountStats{{Mountpoint: "/mnt/data", Jobs: []control.JobStats{{
 			Name: "resnet", UID: 1000, Epoch: 3, Declared: 10000, Frontier: 4242, HitRate: 0.625, StallSeconds: 12.5,
 			PrefetchEvicted: 7, PrefetchUnseen: 8, AdmissionsRefused: 9, EvictedInWindow: 11,
 		}}}},
 		Cache:     control.CacheStats{Policy: daemon.PolicyOrder},
-		PageCache: readahead.PageCache{Samples: 10, Same: readahead.Horizon{Seconds: 4.2}, Earlier: readahead.Horizon{Seconds: 1.5}},
+		PageCache: control.PageCache{Samples: 10, Same: control.Horizon{Seconds: 4.2}, Earlier: control.Horizon{Seconds: 1.5}},
 	}
 	var out bytes.Buffer
 	printStats(&out, r)

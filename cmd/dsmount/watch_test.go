@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dsmount/dsmount/cache"
 	"github.com/dsmount/dsmount/internal/control"
 )
 
@@ -16,7 +15,7 @@ func TestWatchRates(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	report := func(pid int, reads, bytes, hits, misses, fetched int64) control.StatsReport {
 		return control.StatsReport{DaemonPid: pid,
-			Mount: control.MountStats{Mountpoint: "/mnt/d", Reads: reads, BytesRead: bytes, SourceStats: cache.SourceStats{Hits: hits, Misses: misses}},
+			Mount: control.MountStats{Mountpoint: "/mnt/d", Reads: reads, BytesRead: bytes, SourceStats: control.SourceStats{Hits: hits, Misses: misses}},
 			Cache: control.CacheStats{BytesFetched: fetched, FetchesInFlight: 3, Used: 1 << 30, Capacity: 4 << 30}}
 	}
 	a := watchSample{at: t0, r: report(7, 100, 1e6, 90, 10, 5e6)}

@@ -55,8 +55,8 @@
 // TableBytes of a path table (NUL-ended paths, named by TableName of
 // these bytes), IndicesBytes and NextIndicesBytes of indices into the
 // table (little-endian uint32). Paths are relative to the mount's root.
-// A million paths as a JSON array cost the daemon a second of decoding
-// and a string each; as a payload, a scan (Buffer).
+// Paths as a JSON array cost the daemon a slow decode and a string
+// each; as a payload, a scan (Buffer).
 //
 // Examples, one request line each (→) and the events (←):
 //
@@ -133,7 +133,10 @@
 // # Stability
 //
 // This package is internal to dsmount: the protocol above is the
-// contract, these Go types are its one implementation.
+// contract, these Go types are its one implementation. It imports no
+// other package of dsmount: the stats answer's types (StatsReport and its
+// parts, stats.go) are the wire's own, and the daemon converts its
+// figures to them.
 package control
 
 // Version is the protocol version this package speaks: 2 since channel

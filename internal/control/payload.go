@@ -12,9 +12,9 @@ import (
 // A control request is one JSON line (Request), optionally followed by a
 // payload it announces: for an order, PathsBytes bytes of the epoch's
 // paths, each ended by a NUL byte, then NextBytes bytes of the next
-// epoch's the same way. A million paths as a JSON array cost the daemon a
-// second of decoding and a heap string each; as a payload they cost a
-// scan, and each path is a view of the payload's bytes. NUL ends a path
+// epoch's the same way. Paths as a JSON array cost the daemon a slow
+// decode and a heap string each; as a payload they cost a scan, and each
+// path is a view of the payload's bytes. NUL ends a path
 // because no path of a mount can hold one.
 
 // Buffer assembles one request from a session's writes. The zero value

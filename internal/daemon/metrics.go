@@ -19,7 +19,6 @@ import (
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
-	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/internal/version"
 	"github.com/dsmount/dsmount/readahead"
 )
@@ -95,14 +94,14 @@ func boolInt(b bool) int64 {
 // mountMetrics are per mount (label mount).
 var mountMetrics = []struct {
 	name, help string
-	value      func(control.MountStats) int64
+	value      func(dsfs.MountStats) int64
 }{
-	{"dsmount_mount_reads_total", "Reads served by the mount.", func(s control.MountStats) int64 { return s.Reads }},
-	{"dsmount_mount_read_bytes_total", "Bytes read through the mount.", func(s control.MountStats) int64 { return s.BytesRead }},
-	{"dsmount_mount_read_errors_total", "Reads that failed.", func(s control.MountStats) int64 { return s.ReadErrors }},
-	{"dsmount_mount_getattrs_total", "Attributes the kernel asked for again (GETATTR) after its timeout for them passed.", func(s control.MountStats) int64 { return s.Getattrs }},
-	{"dsmount_mount_batched_reads_total", "READs of whole small cached files read from the cache disk together with others.", func(s control.MountStats) int64 { return s.BatchedReads }},
-	{"dsmount_mount_lookups_total", "Names the kernel looked up one at a time (LOOKUP); a directory listing introduces its entries without one.", func(s control.MountStats) int64 { return s.Lookups }},
+	{"dsmount_mount_reads_total", "Reads served by the mount.", func(s dsfs.MountStats) int64 { return s.Reads }},
+	{"dsmount_mount_read_bytes_total", "Bytes read through the mount.", func(s dsfs.MountStats) int64 { return s.BytesRead }},
+	{"dsmount_mount_read_errors_total", "Reads that failed.", func(s dsfs.MountStats) int64 { return s.ReadErrors }},
+	{"dsmount_mount_getattrs_total", "Attributes the kernel asked for again (GETATTR) after its timeout for them passed.", func(s dsfs.MountStats) int64 { return s.Getattrs }},
+	{"dsmount_mount_batched_reads_total", "READs of whole small cached files read from the cache disk together with others.", func(s dsfs.MountStats) int64 { return s.BatchedReads }},
+	{"dsmount_mount_lookups_total", "Names the kernel looked up one at a time (LOOKUP); a directory listing introduces its entries without one.", func(s dsfs.MountStats) int64 { return s.Lookups }},
 }
 
 // mountFromMetrics are per mount and source (labels mount, from).
@@ -297,7 +296,7 @@ func (c *collector) send(ch chan<- prometheus.Metric, name string, m prometheus.
 
 // metricMount is a mount's figures and its observed series.
 type metricMount struct {
-	stats control.MountStats
+	stats dsfs.MountStats
 	live  *liveMetrics
 }
 
@@ -329,8 +328,8 @@ var (
 // requests (backend.Observed, S3's), its GETs' times, failures and
 // retries (backend.RequestObserver). They are made with the mount when
 // metrics are served (the cost is two clock reads and an observation per
-// read: go test -bench NodeRead ./fs), carry the mount's label from the
-// start, and go with the mount.
+// read, which fs's BenchmarkNodeRead measures), carry the mount's label
+// from the start, and go with the mount.
 type liveMetrics struct {
 	read prometheus.Histogram
 	// backend says the rest are there.

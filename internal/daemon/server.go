@@ -10,8 +10,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/dsmount/dsmount/cache"
 	dsfs "github.com/dsmount/dsmount/fs"
 	"github.com/dsmount/dsmount/internal/control"
+	"github.com/dsmount/dsmount/readahead"
 )
 
 // serveSocket accepts mount requests until the listener closes; each
@@ -164,8 +166,29 @@ func (d *Daemon) stats(asking *dsfs.Mount, c dsfs.Caller) any {
 		sort.Slice(all, func(i, j int) bool { return all[i].Mountpoint < all[j].Mountpoint })
 	}
 	return control.StatsReport{DaemonPid: os.Getpid(), Mount: mine, Mounts: all,
-		Cache:     control.NewCacheStats(d.cache.Stats(), d.settings.Dir, d.settings.Policy, d.settings.ChunkSize),
-		PageCache: d.ra.PageCache()}
+		Cache:     wireCache(d.cache.Stats(), d.settings.Dir, d.settings.Policy, d.settings.ChunkSize),
+		PageCache: wirePageCache(d.ra.PageCache())}
+}
+
+// wireCache reports s, the cache in dir with its policy and chunk size, as
+// the control protocol sends it.
+func wireCache(s cache.Stats, dir, policy string, chunkSize int64) control.CacheStats {
+	return control.CacheStats{
+		Dir: dir, Policy: policy, ChunkSize: chunkSize,
+		Hits: s.Hits, Misses: s.Misses, BytesFromCache: s.BytesFromCache, BytesFromBackend: s.BytesFromBackend,
+		BytesFetched: s.BytesFetched, ChunksFetched: s.ChunksFetched, FetchesInFlight: s.FetchesInFlight,
+		Used: s.Used, Capacity: s.Capacity, Evictions: s.Evictions, Streamed: s.Streamed,
+		VerifyFailures: s.VerifyFailures, SyncFailures: s.SyncFailures, WarmChunks: s.WarmChunks, StagedPushedOut: s.StagedPushedOut, DiskFull: s.DiskFull,
+	}
+}
+
+// wirePageCache reports what the registry learnt of the page cache as the
+// control protocol sends it.
+func wirePageCache(p readahead.PageCache) control.PageCache {
+	horizon := func(h readahead.Horizon) control.Horizon {
+		return control.Horizon{Seconds: h.Seconds, Unbounded: h.Unbounded}
+	}
+	return control.PageCache{Same: horizon(p.Same), Earlier: horizon(p.Earlier), Samples: p.Samples, FillAndHold: p.FillAndHold}
 }
 
 // mountStats are every mount's figures, each under the mountpoint it is
@@ -174,7 +197,7 @@ func (d *Daemon) mountStats() []control.MountStats {
 	mms := d.metricMounts()
 	all := make([]control.MountStats, len(mms))
 	for i, mm := range mms {
-		all[i] = mm.stats
+		all[i] = mm.stats.Wire()
 	}
 	return all
 }

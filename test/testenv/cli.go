@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dsmount/dsmount/internal/control"
 )
 
 // CLIOptions are the less common settings of a dsmount invocation.
@@ -177,6 +179,11 @@ func missingKeys(t reflect.Type, raw any, path string) []string {
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+				// An embedded struct's fields are the object's own.
+				out = append(out, missingKeys(f.Type, raw, path)...)
+				continue
+			}
 			if name == "-" || !f.IsExported() {
 				continue
 			}
@@ -220,114 +227,24 @@ type WarmCheck struct {
 	BytesCached int64 `json:"bytes_cached"`
 }
 
-// MountStats is one mount in `dsmount stats --json`.
-type MountStats struct {
-	Mountpoint       string     `json:"mountpoint"`
-	Source           string     `json:"source"`
-	Files            int64      `json:"files"`
-	Reads            int64      `json:"reads"`
-	BytesRead        int64      `json:"bytes_read"`
-	ReadErrors       int64      `json:"read_errors"`
-	Lookups          int64      `json:"lookups"`
-	Getattrs         int64      `json:"getattrs"`
-	BatchedReads     int64      `json:"batched_reads"`
-	FastPath         string     `json:"fast_path"`
-	Hits             int64      `json:"hits"`
-	Misses           int64      `json:"misses"`
-	BytesFromCache   int64      `json:"bytes_from_cache"`
-	BytesFromBackend int64      `json:"bytes_from_backend"`
-	Jobs             []JobStats `json:"jobs"`
-	// Backend is zero for backends that keep no request counts.
-	Backend BackendStats `json:"backend"`
-}
-
-// BackendStats is a mount's backend request counts in `dsmount stats
-// --json` (backend.RequestStats).
-type BackendStats struct {
-	Gets               int64   `json:"gets"`
-	Hedges             int64   `json:"hedges"`
-	HedgesWon          int64   `json:"hedges_won"`
-	FirstByteTimeouts  int64   `json:"first_byte_timeouts"`
-	BodyTimeouts       int64   `json:"body_timeouts"`
-	Retries            int64   `json:"retries"`
-	Throttled          int64   `json:"throttled"`
-	FirstByteP99Millis float64 `json:"first_byte_p99_ms"`
-	TimeoutMillis      float64 `json:"timeout_ms"`
-	HedgeMillis        float64 `json:"hedge_ms"`
-}
-
-// JobStats is one declared job in `dsmount stats --json`.
-type JobStats struct {
-	Mount           string  `json:"mount"`
-	Name            string  `json:"name"`
-	UID             uint32  `json:"uid"`
-	Epoch           int     `json:"epoch"`
-	Declared        int     `json:"declared"`
-	NextDeclared    int     `json:"next_declared"`
-	Read            int     `json:"read"`
-	Frontier        int     `json:"frontier"`
-	Window          int     `json:"window"`
-	ReadRate        float64 `json:"read_rate"`
-	TotalReads      int64   `json:"total_reads"`
-	Prefetched      int64   `json:"prefetched"`
-	PrefetchHits    int64   `json:"prefetch_hits"`
-	Stalls          int64   `json:"stalls"`
-	HitRate         float64 `json:"hit_rate"`
-	StallSeconds    float64 `json:"stall_seconds"`
-	PrefetchEvicted int64   `json:"prefetch_evicted"`
-	PrefetchUnseen  int64   `json:"prefetch_unseen"`
-	Refused         int64   `json:"admissions_refused"`
-	EvictedInWindow int64   `json:"evicted_in_window"`
-	IdleSeconds     float64 `json:"idle_seconds"`
-	Pushed          int64   `json:"pushed"`
-}
-
-// Job returns the mount's job of that name.
-func (m MountStats) Job(name string) (JobStats, bool) {
+// Job returns m's job of that name, as `dsmount stats --json` reports it.
+func Job(m control.MountStats, name string) (control.JobStats, bool) {
 	for _, j := range m.Jobs {
 		if j.Name == name {
 			return j, true
 		}
 	}
-	return JobStats{}, false
+	return control.JobStats{}, false
 }
 
-// CacheStats is the cache part of `dsmount stats --json`.
-type CacheStats struct {
-	Hits             int64 `json:"hits"`
-	Misses           int64 `json:"misses"`
-	BytesFromCache   int64 `json:"bytes_from_cache"`
-	BytesFromBackend int64 `json:"bytes_from_backend"`
-	BytesFetched     int64 `json:"bytes_fetched"`
-	ChunksFetched    int64 `json:"chunks_fetched"`
-	FetchesInFlight  int64 `json:"fetches_in_flight"`
-	Used             int64 `json:"used"`
-	Capacity         int64 `json:"capacity"`
-	Evictions        int64 `json:"evictions"`
-	Streamed         int64 `json:"streamed"`
-	WarmChunks       int64 `json:"warm_chunks"`
-	StagedPushedOut  int64 `json:"staged_pushed_out"`
-	VerifyFailures   int64 `json:"verify_failures"`
-	SyncFailures     int64 `json:"sync_failures"`
-	DiskFull         bool  `json:"disk_full"`
-}
-
-// DaemonStats is what `dsmount stats MOUNTPOINT --json` prints.
-type DaemonStats struct {
-	DaemonPID int          `json:"daemon_pid"`
-	Mount     MountStats   `json:"mount"`
-	Mounts    []MountStats `json:"mounts"`
-	Cache     CacheStats   `json:"cache"`
-}
-
-// MountByPoint returns the entry of Mounts for mountpoint.
-func (s DaemonStats) MountByPoint(mountpoint string) (MountStats, bool) {
+// MountByPoint returns the entry of s.Mounts for mountpoint.
+func MountByPoint(s control.StatsReport, mountpoint string) (control.MountStats, bool) {
 	for _, m := range s.Mounts {
 		if m.Mountpoint == mountpoint {
 			return m, true
 		}
 	}
-	return MountStats{}, false
+	return control.MountStats{}, false
 }
 
 // Warm runs `dsmount warm ARGS --json` (args holds the paths and any flags)
@@ -371,13 +288,13 @@ func WarmCheckT(t T, bin string, paths ...string) WarmCheck {
 }
 
 // StatsErr runs `dsmount stats MOUNTPOINT --json`.
-func StatsErr(bin, mountpoint string) (DaemonStats, error) {
+func StatsErr(bin, mountpoint string) (control.StatsReport, error) {
 	r := RunCLI(bin, nil, 30*time.Second, "stats", mountpoint, "--json")
 	if r.ExitCode != 0 {
-		return DaemonStats{}, fmt.Errorf("dsmount stats %s --json: exit %d\nstdout: %s\nstderr: %s",
+		return control.StatsReport{}, fmt.Errorf("dsmount stats %s --json: exit %d\nstdout: %s\nstderr: %s",
 			mountpoint, r.ExitCode, r.Stdout, r.Stderr)
 	}
-	var s DaemonStats
+	var s control.StatsReport
 	if err := DecodeJSONObject(r.Stdout, &s); err != nil {
 		return s, fmt.Errorf("dsmount stats %s --json: %w", mountpoint, err)
 	}
@@ -385,7 +302,7 @@ func StatsErr(bin, mountpoint string) (DaemonStats, error) {
 }
 
 // Stats is StatsErr failing the test on error.
-func Stats(t T, bin, mountpoint string) DaemonStats {
+func Stats(t T, bin, mountpoint string) control.StatsReport {
 	t.Helper()
 	s, err := StatsErr(bin, mountpoint)
 	if err != nil {
