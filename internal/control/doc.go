@@ -1,5 +1,5 @@
 // Package control is the wire protocol between dsmount's clients and its
-// daemon, version 1: the types of both channels, their parsers, and this
+// daemon, version 2 (Version): the types of both channels, their parsers, and this
 // document, which is the protocol's specification. The daemon (fs, for the
 // control entry; internal/daemon, for the socket), the Go CLI
 // (cmd/dsmount) and the Python package (python/dsmount/control.py) all
