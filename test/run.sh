@@ -12,8 +12,8 @@
 #   - the toxiproxy server (a TCP latency/fault proxy), built with `go install`
 #     into the same directory and renamed toxiproxy-server (go install names
 #     it `server`). DSMOUNT_TOXIPROXY overrides the path.
-# Then it runs `go vet ./...`, the cache package's tests under the race
-# detector (its concurrency tests catch a recycled buffer reaching a reader
+# Then it runs `go vet ./...`, the cache packages' tests under the race
+# detector (their concurrency tests catch a recycled buffer reaching a reader
 # reliably only there), and `go test -count=1 -timeout 40m ./...`.
 # Extra arguments are passed to go test (e.g. -run TestCrash -v).
 set -euo pipefail
@@ -74,8 +74,8 @@ log "go version: $(go version)"
 log "go vet ./..."
 go vet ./...
 
-log "go test -race ./cache"
-go test -count=1 -race -timeout 20m ./cache
+log "go test -race ./cache/..."
+go test -count=1 -race -timeout 20m ./cache/...
 
 log "go test -count=1 -timeout 40m ./... $*"
 go test -count=1 -timeout 40m "$@" ./...
