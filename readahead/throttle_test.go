@@ -21,8 +21,11 @@ func (b *throttlingMem) Throttled() int64 { return b.n.Load() }
 // by one per round of completions, back to Parallel.
 func TestThrottleCutsPrefetch(t *testing.T) {
 	mem := &throttlingMem{Backend: memory.New()}
-	now := time.Unix(1_000_000, 0)
-	reg := New(Config{NoPrefetch: true, Parallel: 64, Now: func() time.Time { return now }})
+	// The scheduler goroutine reads the clock too: it moves atomically.
+	var clock atomic.Int64
+	clock.Store(time.Unix(1_000_000, 0).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	reg := New(Config{NoPrefetch: true, Parallel: 64, Now: now})
 	t.Cleanup(reg.Close)
 	src, objs, items := cachedObjects(t, mem.Backend, mem, 100)
 	m := reg.Mount("m", src)
@@ -31,7 +34,7 @@ func TestThrottleCutsPrefetch(t *testing.T) {
 	}
 	look := func() {
 		reg.mu.Lock()
-		reg.watchThrottle(now)
+		reg.watchThrottle(now())
 		reg.mu.Unlock()
 	}
 	reg.pf.ramp = 64
@@ -45,13 +48,13 @@ func TestThrottleCutsPrefetch(t *testing.T) {
 		t.Fatalf("after a throttle: ramp %d ssthresh %d; want 44, 44", reg.pf.ramp, reg.pf.ssthresh)
 	}
 	mem.n.Add(1)
-	now = now.Add(cutEvery / 2)
+	clock.Add(int64(cutEvery / 2))
 	look()
 	if reg.pf.ramp != 44 {
 		t.Fatalf("a second throttle within cutEvery cut again: ramp %d", reg.pf.ramp)
 	}
 	mem.n.Add(1)
-	now = now.Add(cutEvery)
+	clock.Add(int64(cutEvery))
 	look()
 	if reg.pf.ramp != 30 {
 		t.Fatalf("a throttle after cutEvery: ramp %d, want 30", reg.pf.ramp)
