@@ -101,31 +101,31 @@ func DecodeListingPage(dec *zstd.Decoder, v, raw []byte, into *backend.Listing) 
 	if err != nil {
 		return raw, fmt.Errorf("%w: listing page: %w", ErrCorrupt, err)
 	}
-	return raw, DecodeEntries(raw, into)
+	return raw, decodeEntries(raw, into)
 }
 
 // EncodeEntries appends the entries [start, end) of objs to b.
 func EncodeEntries(b []byte, objs *backend.Listing, start, end int) []byte {
 	for i := start; i < end; i++ {
 		o := objs.At(i)
-		b = AppendString(b, o.Key)
+		b = appendString(b, o.Key)
 		b = binary.AppendVarint(b, o.Size)
 		b = binary.AppendVarint(b, o.ModTime.UnixNano())
-		b = AppendString(b, o.Version)
+		b = appendString(b, o.Version)
 	}
 	return b
 }
 
-// DecodeEntries appends the entries of b to into. The entries' strings
+// decodeEntries appends the entries of b to into. The entries' strings
 // are copied (Append), so b may be reused.
-func DecodeEntries(b []byte, into *backend.Listing) error {
-	d := Decoder{b: b}
-	for d.More() {
+func decodeEntries(b []byte, into *backend.Listing) error {
+	d := decoder{b: b}
+	for d.more() {
 		var o backend.Object
-		o.Key = d.BytesString()
-		o.Size = d.Varint()
-		o.ModTime = time.Unix(0, d.Varint())
-		o.Version = d.BytesString()
+		o.Key = d.bytesString()
+		o.Size = d.varint()
+		o.ModTime = time.Unix(0, d.varint())
+		o.Version = d.bytesString()
 		if d.err == nil {
 			into.Append(o)
 		}

@@ -30,8 +30,8 @@ type Object struct {
 	PackOff int64
 }
 
-// AppendString appends s as a length-prefixed string.
-func AppendString(b []byte, s string) []byte {
+// appendString appends s as a length-prefixed string.
+func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
@@ -40,10 +40,10 @@ func AppendString(b []byte, s string) []byte {
 func (r *Object) Marshal() []byte {
 	b := make([]byte, 0, 64+len(r.Source)+len(r.Key)+len(r.Version))
 	b = append(b, 2) // record version
-	b = AppendString(b, r.Source)
-	b = AppendString(b, r.Key)
+	b = appendString(b, r.Source)
+	b = appendString(b, r.Key)
 	b = binary.AppendVarint(b, r.Size)
-	b = AppendString(b, r.Version)
+	b = appendString(b, r.Version)
 	b = binary.AppendVarint(b, r.ChunkSize)
 	b = binary.AppendVarint(b, r.CachedBytes)
 	b = binary.AppendVarint(b, r.Accessed)
@@ -66,26 +66,26 @@ func SourceOf(b []byte) string {
 	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
 		return ""
 	}
-	d := Decoder{b: b[1:]}
-	return d.BytesString()
+	d := decoder{b: b[1:]}
+	return d.bytesString()
 }
 
 func (r *Object) decode(b []byte, strs bool) error {
 	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
 		return fmt.Errorf("%w: object record version", ErrCorrupt)
 	}
-	d := Decoder{b: b[1:]}
+	d := decoder{b: b[1:]}
 	r.Source = d.stringIf(strs)
 	r.Key = d.stringIf(strs)
-	r.Size = d.Varint()
+	r.Size = d.varint()
 	r.Version = d.stringIf(strs)
-	r.ChunkSize = d.Varint()
-	r.CachedBytes = d.Varint()
-	r.Accessed = d.Varint()
+	r.ChunkSize = d.varint()
+	r.CachedBytes = d.varint()
+	r.Accessed = d.varint()
 	r.Pack, r.PackOff = 0, 0
 	if b[0] == 2 {
-		r.Pack = d.Uvarint()
-		r.PackOff = d.Varint()
+		r.Pack = d.uvarint()
+		r.PackOff = d.varint()
 	}
 	if d.err == nil && (r.Size < 0 || r.ChunkSize <= 0 || r.CachedBytes < 0 || r.CachedBytes > r.Size || r.PackOff < 0 || r.PackOff%SlotAlign != 0) {
 		d.err = ErrCorrupt
@@ -93,25 +93,19 @@ func (r *Object) decode(b []byte, strs bool) error {
 	return d.err
 }
 
-// Decoder reads what the Append functions and binary.AppendVarint wrote;
-// the first failure sticks (Err).
-type Decoder struct {
+// decoder reads what appendString and binary.AppendVarint wrote; the
+// first failure sticks (err).
+type decoder struct {
 	b   []byte
 	err error
 }
 
-// NewDecoder decodes b.
-func NewDecoder(b []byte) *Decoder { return &Decoder{b: b} }
+// more reports whether bytes are left and nothing failed.
+func (d *decoder) more() bool { return len(d.b) > 0 && d.err == nil }
 
-// Err is the first failure, an ErrCorrupt.
-func (d *Decoder) Err() error { return d.err }
-
-// More reports whether bytes are left and nothing failed.
-func (d *Decoder) More() bool { return len(d.b) > 0 && d.err == nil }
-
-// Varint reads what binary.AppendVarint wrote: a zigzag-encoded uvarint.
-func (d *Decoder) Varint() int64 {
-	u := d.Uvarint()
+// varint reads what binary.AppendVarint wrote: a zigzag-encoded uvarint.
+func (d *decoder) varint() int64 {
+	u := d.uvarint()
 	v := int64(u >> 1)
 	if u&1 != 0 {
 		v = ^v
@@ -119,8 +113,8 @@ func (d *Decoder) Varint() int64 {
 	return v
 }
 
-// Uvarint reads what binary.AppendUvarint wrote.
-func (d *Decoder) Uvarint() uint64 {
+// uvarint reads what binary.AppendUvarint wrote.
+func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
@@ -133,24 +127,24 @@ func (d *Decoder) Uvarint() uint64 {
 	return v
 }
 
-// String reads what AppendString wrote, as a copy.
-func (d *Decoder) String() string { return strings.Clone(d.BytesString()) }
+// string reads what appendString wrote, as a copy.
+func (d *decoder) string() string { return strings.Clone(d.bytesString()) }
 
-// stringIf is String when keep is set; otherwise it skips the string and
+// stringIf is string when keep is set; otherwise it skips the string and
 // returns "".
-func (d *Decoder) stringIf(keep bool) string {
+func (d *decoder) stringIf(keep bool) string {
 	if keep {
-		return d.String()
+		return d.string()
 	}
-	d.BytesString()
+	d.bytesString()
 	return ""
 }
 
-// BytesString is String without the copy: the result aliases the
+// bytesString is string without the copy: the result aliases the
 // record's bytes, so it must be copied (or dropped) before they are
 // reused. Decoding a million-entry listing would otherwise allocate two
 // strings per entry only to copy them into the Listing.
-func (d *Decoder) BytesString() string {
+func (d *decoder) bytesString() string {
 	if d.err != nil {
 		return ""
 	}

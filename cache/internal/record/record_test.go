@@ -183,11 +183,11 @@ func FuzzListingEntries(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		objs := &backend.Listing{}
-		if err := DecodeEntries(b, objs); err != nil {
+		if err := decodeEntries(b, objs); err != nil {
 			return
 		}
 		again := &backend.Listing{}
-		if err := DecodeEntries(EncodeEntries(nil, objs, 0, objs.Len()), again); err != nil || again.Len() != objs.Len() {
+		if err := decodeEntries(EncodeEntries(nil, objs, 0, objs.Len()), again); err != nil || again.Len() != objs.Len() {
 			t.Fatalf("%d entries read from %x decode to %d (%v) once written back", objs.Len(), b, again.Len(), err)
 		}
 		for i := range objs.Len() {

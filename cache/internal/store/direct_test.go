@@ -18,7 +18,7 @@ import (
 func alignedBuf(n int) []byte {
 	b := make([]byte, max(n, Align)+Align)
 	for i := 0; i < Align; i++ {
-		if DirectLen(b[i:i+Align], 0) == Align {
+		if directLen(b[i:i+Align], 0) == Align {
 			return b[i : i+n]
 		}
 	}

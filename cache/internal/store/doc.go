@@ -40,7 +40,7 @@
 // PackStore.mu guards the pack being filled, the next offset, what is
 // preallocated, the packs map and each pack's writing and retired; a
 // pack's descriptors are opened under their own sync.Once and closed only
-// by deleteIfEmpty (under PackStore.mu) or Close, and used under WithFd so
+// by deleteIfEmpty (under PackStore.mu) or Close, and used under withFd so
 // that a descriptor closed meanwhile is never a number reused by another
 // file. One writer goroutine (owned by the PackStore, stopped by Close)
 // issues slot writes. SpaceGuard.mu serialises its transitions; its

@@ -30,7 +30,7 @@ func (path File) ReadAt(p []byte, off int64) error {
 // could (false: read some other way). Bytes past the file's end are not
 // needed: a short read that covers n is whole.
 func (path File) ReadDirect(buf []byte, off int64, n int) (bool, error) {
-	if !DirectReadable(buf, off, n) {
+	if !directReadable(buf, off, n) {
 		return false, nil
 	}
 	f, direct, err := OpenDirect(string(path), os.O_RDONLY|unix.O_NOFOLLOW, 0)
@@ -41,7 +41,7 @@ func (path File) ReadDirect(buf []byte, off int64, n int) (bool, error) {
 	if !direct {
 		return false, nil
 	}
-	return true, ReadDirectAt(f, buf, off, n)
+	return true, readDirectAt(f, buf, off, n)
 }
 
 // Remove deletes the file; a file already gone is no error.

@@ -174,7 +174,7 @@ func (s *PackStore) RemoveUnused() {
 func (s *PackStore) Free(sl Slot, n int64) {
 	p := sl.Pack
 	if f, err := p.File(); err == nil && !s.punchRefused() {
-		err := WithFd(f, func(fd int) error {
+		err := withFd(f, func(fd int) error {
 			return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, sl.Off, AlignUp(n))
 		})
 		if errors.Is(err, unix.EOPNOTSUPP) && s.refusePunch() {
@@ -264,7 +264,7 @@ func (p *Pack) DirectFile() *os.File {
 // the pack is missing): the caller reads it buffered, which reports a
 // missing pack.
 func (sl Slot) ReadDirect(buf []byte, off int64, n int) (bool, error) {
-	if !DirectReadable(buf, off, n) {
+	if !directReadable(buf, off, n) {
 		return false, nil
 	}
 	f := sl.Pack.DirectFile()
@@ -272,7 +272,7 @@ func (sl Slot) ReadDirect(buf []byte, off int64, n int) (bool, error) {
 		return false, nil
 	}
 	// The slot's padding may run past the pack's end.
-	return true, ReadDirectAt(f, buf, sl.Off+off, n)
+	return true, readDirectAt(f, buf, sl.Off+off, n)
 }
 
 // ReadAt reads len(dst) bytes of the slot at off within it.
@@ -289,7 +289,7 @@ func (sl Slot) ReadAt(dst []byte, off int64) error {
 // the pack is new.
 func (s *PackStore) Sync(p *Pack) bool {
 	f, err := p.File()
-	if err != nil || WithFd(f, unix.Fdatasync) != nil {
+	if err != nil || withFd(f, unix.Fdatasync) != nil {
 		return false
 	}
 	if p.created.Load() {

@@ -43,7 +43,7 @@ func StampPath(path string) (Stamp, error) {
 
 func StampFile(f *os.File) (Stamp, error) {
 	var sx unix.Statx_t
-	err := WithFd(f, func(fd int) error { return unix.Statx(fd, "", unix.AT_EMPTY_PATH, stampMask, &sx) })
+	err := withFd(f, func(fd int) error { return unix.Statx(fd, "", unix.AT_EMPTY_PATH, stampMask, &sx) })
 	if err != nil {
 		return Stamp{}, err
 	}

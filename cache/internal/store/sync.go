@@ -33,7 +33,7 @@ func Syncfs(dir *os.File) bool {
 	if dir == nil {
 		return false
 	}
-	return WithFd(dir, unix.Syncfs) == nil
+	return withFd(dir, unix.Syncfs) == nil
 }
 
 // Parallel runs fn on every item with at most n at a time: the device

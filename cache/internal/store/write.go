@@ -79,7 +79,7 @@ func (path File) Write(p []byte, off, size int64) (created bool, err error) {
 // goes through the page cache, which is the only way to write it.
 func writeChunk(f *os.File, direct bool, p []byte, off int64) error {
 	if direct {
-		if n := DirectLen(p, off); n > 0 {
+		if n := directLen(p, off); n > 0 {
 			if _, err := f.WriteAt(p[:n], off); err != nil {
 				return err
 			}
@@ -130,9 +130,9 @@ func OpenDirect(path string, flags int, perm os.FileMode) (f *os.File, direct bo
 	return f, err == nil, err
 }
 
-// DirectLen is how much of p, written at off, can go out with O_DIRECT: the
+// directLen is how much of p, written at off, can go out with O_DIRECT: the
 // longest block-aligned prefix, or 0 when p or off are unaligned.
-func DirectLen(p []byte, off int64) int {
+func directLen(p []byte, off int64) int {
 	n := len(p) &^ (Align - 1)
 	if n == 0 || off%Align != 0 || uintptr(unsafe.Pointer(&p[0]))%Align != 0 {
 		return 0
@@ -140,11 +140,11 @@ func DirectLen(p []byte, off int64) int {
 	return n
 }
 
-// WithFd runs fn on f's descriptor, holding it open meanwhile: a pack's
+// withFd runs fn on f's descriptor, holding it open meanwhile: a pack's
 // fds may be closed by another goroutine (deleteIfEmpty, close), and a raw
 // fd number used after its close could name another file by then. After
 // f's close it fails without calling fn.
-func WithFd(f *os.File, fn func(fd int) error) error {
+func withFd(f *os.File, fn func(fd int) error) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
@@ -195,7 +195,7 @@ func (s *PackStore) Put(data []byte) (Slot, error) {
 		return Slot{}, err
 	}
 	n := AlignUp(int64(len(data)))
-	direct := sl.Pack.direct && int64(cap(data)) >= n && DirectLen(data[:n], sl.Off) == int(n)
+	direct := sl.Pack.direct && int64(cap(data)) >= n && directLen(data[:n], sl.Off) == int(n)
 	if !direct {
 		err = s.writeBuffered(sl, data)
 	} else {
@@ -302,7 +302,7 @@ func (s *PackStore) writeBatch(batch []*packWrite) {
 		// stays open until they are answered.
 		p := run[0].sl.Pack
 		var n int
-		err := WithFd(p.wf, func(fd int) (err error) {
+		err := withFd(p.wf, func(fd int) (err error) {
 			n, err = unix.Pwritev(fd, iov, run[0].sl.Off)
 			return err
 		})
@@ -335,11 +335,11 @@ func (s *PackStore) alloc(n int64) (Slot, error) {
 	if end := off + size; end > s.allocated && !s.noPrealloc {
 		need := AlignUp(end - s.allocated)
 		grow := max(s.grow, need)
-		err := WithFd(p.wf, func(fd int) error { return unix.Fallocate(fd, 0, s.allocated, grow) })
+		err := withFd(p.wf, func(fd int) error { return unix.Fallocate(fd, 0, s.allocated, grow) })
 		if errors.Is(err, unix.ENOSPC) && grow > need {
 			// Too little room for a whole step: just this slot.
 			grow = need
-			err = WithFd(p.wf, func(fd int) error { return unix.Fallocate(fd, 0, s.allocated, grow) })
+			err = withFd(p.wf, func(fd int) error { return unix.Fallocate(fd, 0, s.allocated, grow) })
 		}
 		switch {
 		case err == nil:
