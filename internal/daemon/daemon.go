@@ -48,7 +48,13 @@ type Config struct {
 	// ExitWhenEmpty ends the daemon with its last mount (a daemon that
 	// `dsmount mount` started); otherwise it runs until stopped.
 	ExitWhenEmpty bool
-	Logger        *slog.Logger
+	// EmptyGrace, with ExitWhenEmpty, also ends a daemon that has had no
+	// mount and no request in progress for this long: one started
+	// without a mount (for a systemd unit's process to join) whose
+	// starter died or whose first request failed. Zero: only the last
+	// unmount ends it.
+	EmptyGrace time.Duration
+	Logger     *slog.Logger
 	// OpenBackend opens a request's source; default OpenBackend. Tests
 	// give an in-memory one.
 	OpenBackend func(ctx context.Context, req control.MountRequest, log *slog.Logger) (backend.Backend, error)
@@ -76,6 +82,8 @@ type Daemon struct {
 	metrics  *http.Server
 
 	exitWhenEmpty bool
+	emptyGrace    time.Duration
+	idle          *time.Timer   // with emptyGrace: fires checkIdle; guarded by mu
 	done          chan struct{} // closed when the daemon should stop
 	doneOnce      sync.Once
 	closeOnce     sync.Once
@@ -87,9 +95,13 @@ type Daemon struct {
 	// forgotten (watch). The kernel unmounts before the daemon hears of
 	// it, so a request to mount the same place right after `dsmount
 	// unmount` waits for that rather than being refused.
-	gone    map[string]chan struct{}
-	closing bool           // Close has begun: no new mounts
-	wg      sync.WaitGroup // socket server, its connections, mount watchers, metrics server
+	gone map[string]chan struct{}
+	// takenByClose holds the gone channels of mounts that went after
+	// Close had begun: they ended because the daemon exits, not because
+	// someone unmounted them (a holder mounts again only for the former).
+	takenByClose map[chan struct{}]bool
+	closing      bool           // Close has begun: no new mounts
+	wg           sync.WaitGroup // socket server, its connections, mount watchers, metrics server
 }
 
 // Start opens the cache of cfg.Settings.Dir and serves its socket. The
@@ -159,8 +171,9 @@ func Start(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{
 		cache: c, ra: ra, streams: stream.NewBudget(0, 0), settings: s, log: log,
-		open: cfg.OpenBackend, serve: cfg.Serve, exitWhenEmpty: cfg.ExitWhenEmpty, done: make(chan struct{}),
+		open: cfg.OpenBackend, serve: cfg.Serve, exitWhenEmpty: cfg.ExitWhenEmpty, emptyGrace: cfg.EmptyGrace, done: make(chan struct{}),
 		mounts: map[string]mount{}, pending: map[string]bool{}, gone: map[string]chan struct{}{},
+		takenByClose: map[chan struct{}]bool{},
 	}
 	if d.open == nil {
 		d.open = OpenBackend
@@ -175,6 +188,7 @@ func Start(cfg Config) (*Daemon, error) {
 		return fail(fmt.Errorf("control socket: %w", err))
 	}
 	d.ln = ln
+	d.armIdle()
 	d.wg.Add(1)
 	go d.serveSocket()
 	if cfg.MetricsAddr != "" {
@@ -219,6 +233,35 @@ func (d *Daemon) Wait(ctx context.Context) {
 
 func (d *Daemon) stop() { d.doneOnce.Do(func() { close(d.done) }) }
 
+// armIdle (re)starts the empty-grace timer of a daemon that exits when
+// empty; its firing stops the daemon only if it is still empty then.
+func (d *Daemon) armIdle() {
+	if !d.exitWhenEmpty || d.emptyGrace <= 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closing {
+		return
+	}
+	if d.idle == nil {
+		d.idle = time.AfterFunc(d.emptyGrace, d.checkIdle)
+		return
+	}
+	d.idle.Reset(d.emptyGrace)
+}
+
+// checkIdle stops a daemon that has no mount and no request in progress.
+func (d *Daemon) checkIdle() {
+	d.mu.Lock()
+	empty := len(d.mounts) == 0 && len(d.pending) == 0 && !d.closing
+	d.mu.Unlock()
+	if empty {
+		d.log.Info("no mount within the grace period; exiting", "grace", d.emptyGrace)
+		d.stop()
+	}
+}
+
 // Close unmounts everything, waits for every goroutine the daemon owns,
 // and releases the readahead registry and then the cache. It is safe to
 // call more than once.
@@ -232,6 +275,9 @@ func (d *Daemon) close() {
 	}
 	d.mu.Lock()
 	d.closing = true
+	if d.idle != nil {
+		d.idle.Stop()
+	}
 	mounts := make([]mount, 0, len(d.mounts))
 	for _, m := range d.mounts {
 		mounts = append(mounts, m)

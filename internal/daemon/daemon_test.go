@@ -367,3 +367,56 @@ func TestStatsPrivacy(t *testing.T) {
 		t.Errorf("cache stats %+v", all.Cache)
 	}
 }
+
+// TestEmptyGrace: a daemon started with no mount (for a unit's process to
+// join) exits when nobody mounts within its grace, and when its only
+// request fails; a mount made in time keeps it.
+func TestEmptyGrace(t *testing.T) {
+	ran := func(r *rig) <-chan struct{} {
+		done := make(chan struct{})
+		go func() { r.d.Run(context.Background()); close(done) }()
+		return done
+	}
+	waitRan := func(done <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the daemon did not exit", what)
+		}
+	}
+	grace := func(c *Config) { c.ExitWhenEmpty, c.EmptyGrace = true, 50*time.Millisecond }
+
+	waitRan(ran(newRig(t, grace)), "no request at all")
+
+	r := newRig(t, func(c *Config) { grace(c); c.EmptyGrace = time.Hour })
+	r.openErr = errors.New("the store is unreachable")
+	done := ran(r)
+	if _, err := r.join(control.MountRequest{Mountpoint: r.mountpoint("m")}); err == nil {
+		t.Fatal("a request whose store fails mounted")
+	}
+	select {
+	case <-r.d.done: // closed by stop, synchronously
+		t.Fatal("the daemon stopped at once after a failed request, not after its grace")
+	default:
+	}
+	r.d.mu.Lock()
+	r.d.idle.Reset(time.Millisecond) // the grace, shortened: it was re-armed by the failure
+	r.d.mu.Unlock()
+	waitRan(done, "after a failed request")
+
+	r = newRig(t, func(c *Config) { grace(c); c.EmptyGrace = 200 * time.Millisecond })
+	mp := r.mountpoint("m")
+	if _, err := r.join(control.MountRequest{Mountpoint: mp}); err != nil {
+		t.Fatal(err)
+	}
+	done = ran(r)
+	r.d.checkIdle() // as the timer would, with the mount in place
+	select {
+	case <-r.d.done:
+		t.Fatal("a daemon with a mount stopped at its empty grace")
+	default:
+	}
+	r.servedAt(mp).Unmount()
+	waitRan(done, "after its last mount went")
+}

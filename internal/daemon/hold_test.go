@@ -89,3 +89,23 @@ func TestHeldJoin(t *testing.T) {
 		t.Fatalf("Wait after the daemon stopped: %v, want ErrDaemonGone", err)
 	}
 }
+
+// TestHeldLastMountUnmounted: a daemon that exits when empty, whose last
+// mount (a held one) is unmounted from outside, tells the holder it was
+// unmounted, not that the daemon exits: the daemon's exit follows the
+// unmount, and a holder told "exiting" would mount again what its user
+// took away.
+func TestHeldLastMountUnmounted(t *testing.T) {
+	for i := range 20 { // the exit races the holder's answer
+		r := newRig(t, func(c *Config) { c.ExitWhenEmpty = true })
+		ran := make(chan struct{})
+		go func() { r.d.Run(context.Background()); close(ran) }()
+		mp := r.mountpoint("last")
+		_, done := r.heldJoin(context.Background(), mp)
+		r.servedAt(mp).Unmount()
+		if err := waitFor(t, "umount of the last mount", done); err != nil {
+			t.Fatalf("try %d: Wait after the last mount was unmounted: %v, want nil", i, err)
+		}
+		<-ran
+	}
+}

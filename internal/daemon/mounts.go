@@ -74,7 +74,12 @@ func (d *Daemon) AddMount(ctx context.Context, req control.MountRequest) (*dsfs.
 	defer func() {
 		d.mu.Lock()
 		delete(d.pending, req.Mountpoint)
+		empty := len(d.mounts) == 0 && len(d.pending) == 0
 		d.mu.Unlock()
+		if empty {
+			// A failed request leaves the daemon as it was before it.
+			d.armIdle()
+		}
 	}()
 	b, err := d.open(ctx, req, d.log)
 	if err != nil {
@@ -148,6 +153,9 @@ func (d *Daemon) watch(s Served, release func()) {
 	delete(d.mounts, s.Mountpoint())
 	gone := d.gone[s.Mountpoint()]
 	delete(d.gone, s.Mountpoint())
+	if d.closing {
+		d.takenByClose[gone] = true
+	}
 	empty := len(d.mounts) == 0
 	d.mu.Unlock()
 	close(gone)

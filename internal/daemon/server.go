@@ -84,7 +84,7 @@ func (d *Daemon) handleConn(conn net.Conn) {
 // hold serves a held mount's connection (control's package doc): it
 // waits for the mount to go or the client to hang up, which unmounts it,
 // and then says why the mount ended.
-func (d *Daemon) hold(conn net.Conn, mountpoint string, gone <-chan struct{}) {
+func (d *Daemon) hold(conn net.Conn, mountpoint string, gone chan struct{}) {
 	hungUp := make(chan struct{})
 	go func() {
 		// Nothing more is to come from the client: a read ends only
@@ -105,9 +105,12 @@ func (d *Daemon) hold(conn net.Conn, mountpoint string, gone <-chan struct{}) {
 			d.unmount(mountpoint, gone)
 		}
 	}
+	// Whether the daemon exits is read from when the mount went: a last
+	// mount unmounted from outside ends a daemon that exits when empty,
+	// after the fact.
 	d.mu.Lock()
 	why := control.EndedUnmounted
-	if d.closing {
+	if (gone == nil && d.closing) || d.takenByClose[gone] {
 		why = control.EndedDaemonExiting
 	}
 	d.mu.Unlock()
