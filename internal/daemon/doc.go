@@ -27,7 +27,11 @@
 // mount, and nothing is mounted once Close has begun. One watcher
 // goroutine per mount waits for it to go (unmounted from outside, or by
 // Close), releases its readahead view, source and backend in that order,
-// and forgets it; a daemon with ExitWhenEmpty then stops. A request for a
+// and forgets it; a daemon with ExitWhenEmpty then stops. With EmptyGrace
+// too, such a daemon also stops when it has had no mount and no request
+// in progress for that long: one started with no mount for a systemd
+// unit's process to join, whose joiner died or whose mount failed. A
+// request for a
 // place the kernel has let go of but whose server is still ending waits
 // for it (up to 10 s) instead of being refused.
 //
@@ -44,7 +48,11 @@
 // A request with Hold (a systemd service's main process joining) keeps
 // its connection: the connection's goroutine waits for the mount to go
 // or the client to hang up (which unmounts it), then writes one
-// control.MountEnded line. The client side is Held.
+// control.MountEnded line: "daemon exiting" only for a mount that went
+// after Close began (takenByClose), so that a last mount unmounted from
+// outside is reported as unmounted although the daemon's exit follows.
+// The client side is Held; a dsmount@ unit's process mounts again on
+// "daemon exiting", and exits on "unmounted".
 //
 // # Unmounting a busy mount
 //
