@@ -10,12 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/dsmount/dsmount/cache"
 )
 
 // A mount in the background (--daemon, or run by mount.fuse3): this process
@@ -67,9 +70,16 @@ func (r *readiness) ready(files, dirs, daemonPid int) {
 	r.w = nil
 }
 
-// failed reports err, once; nothing after a success.
+// failed reports err, once; nothing after a success. A cache dir held
+// by another process is reported as such, for the starter to join it.
 func (r *readiness) failed(err error) {
 	if r.w == nil {
+		return
+	}
+	if errors.Is(err, cache.ErrInUse) {
+		fmt.Fprintln(r.w, "busy")
+		r.w.Close()
+		r.w = nil
 		return
 	}
 	fmt.Fprintf(r.w, "error: %s\n", oneLine(err.Error()))
@@ -86,12 +96,47 @@ type backgroundResult struct {
 // flags as given (less --daemon and -o, already applied) as a detached
 // daemon and waits for its report. Cancelling ctx (Ctrl-C) stops it.
 func startInBackground(ctx context.Context, cmd *cobra.Command, source, mountpoint, cacheDir string) (backgroundResult, error) {
-	res, err := startDaemonProcess(ctx, cmd, source, mountpoint, cacheDir, os.Getenv)
+	args := []string{"mount", source, mountpoint}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != "daemon" && f.Name != "options" {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return startDetached(ctx, cmd, args, cacheDir)
+}
+
+// startBareDaemon starts `dsmount daemon` for cmd's cache dir, with the
+// cache's and daemon's flags cmd was given, detached (in a scope of its
+// own under systemd), and waits for its socket to listen. The daemon
+// exits with its last mount, or after emptyGrace if no mount comes: it is
+// started for a systemd unit's process to join and hold its mount. A
+// daemon that finds the cache dir held by another (a second unit starting
+// at the same moment) reports errCacheBusy: join that one instead.
+func startBareDaemon(ctx context.Context, cmd *cobra.Command, cacheDir string) error {
+	cacheFlags := newDaemonCmd().Flags()
+	args := []string{"daemon", "--" + exitWithLastMountFlag}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if cacheFlags.Lookup(f.Name) != nil {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	_, err := startDetached(ctx, cmd, args, cacheDir)
+	return err
+}
+
+// errCacheBusy says a background daemon found its cache dir held by
+// another process, which is likely a daemon still starting or ending.
+var errCacheBusy = errors.New("held by another dsmount process that does not answer on its socket (starting, or ending)")
+
+// startDetached starts the background daemon (see startInBackground)
+// and, where systemd-run could not make its scope, again without one.
+func startDetached(ctx context.Context, cmd *cobra.Command, args []string, cacheDir string) (backgroundResult, error) {
+	res, err := startDaemonProcess(ctx, cmd, args, cacheDir, os.Getenv)
 	var silent silentExit
 	if errors.As(err, &silent) && silent.scoped && ctx.Err() == nil {
 		// systemd-run could not make the scope (no bus, say): start the
 		// daemon where this process is, as without systemd.
-		return startDaemonProcess(ctx, cmd, source, mountpoint, cacheDir, func(k string) string {
+		return startDaemonProcess(ctx, cmd, args, cacheDir, func(k string) string {
 			if k == noScopeEnv {
 				return "1"
 			}
@@ -112,17 +157,11 @@ func (s silentExit) Unwrap() error { return s.err }
 
 // startDaemonProcess starts the background daemon once (see
 // startInBackground).
-func startDaemonProcess(ctx context.Context, cmd *cobra.Command, source, mountpoint, cacheDir string, getenv func(string) string) (backgroundResult, error) {
+func startDaemonProcess(ctx context.Context, cmd *cobra.Command, args []string, cacheDir string, getenv func(string) string) (backgroundResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return backgroundResult{}, fmt.Errorf("starting the daemon in the background: %w", err)
 	}
-	args := []string{"mount", source, mountpoint}
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name != "daemon" && f.Name != "options" {
-			args = append(args, "--"+f.Name+"="+f.Value.String())
-		}
-	})
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return backgroundResult{}, fmt.Errorf("--cache-dir: %w", err)
 	}
@@ -143,7 +182,8 @@ func startDaemonProcess(ctx context.Context, cmd *cobra.Command, source, mountpo
 	child.ExtraFiles = []*os.File{pw} // fd 3
 	// Its settings are all in args: the environment's DSMOUNT_<FLAG>
 	// variables, applied here already, must not apply again there.
-	child.Env = append(flagEnv(cmd, os.Environ()), readyFDEnv+"=3")
+	// Nor is it a service's main process: systemd hears from this one.
+	child.Env = append(withoutEnv(flagEnv(cmd, os.Environ()), "NOTIFY_SOCKET"), readyFDEnv+"=3")
 	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := child.Start(); err != nil {
 		pw.Close()
@@ -164,6 +204,9 @@ func startDaemonProcess(ctx context.Context, cmd *cobra.Command, source, mountpo
 			return res, fmt.Errorf("the background daemon said %q", line)
 		}
 		return res, nil
+	case line == "busy":
+		<-exited
+		return backgroundResult{}, fmt.Errorf("%s: %w", cacheDir, errCacheBusy)
 	case strings.HasPrefix(line, "error: "):
 		<-exited
 		return backgroundResult{}, errors.New(strings.TrimPrefix(line, "error: "))
@@ -238,4 +281,16 @@ func inUnitCgroup() bool {
 		}
 	}
 	return false
+}
+
+// withoutEnv is environ less the variables named.
+func withoutEnv(environ []string, names ...string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -322,54 +322,56 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 		req.Policy = f.policy
 	}
 	// A systemd service's main process ($NOTIFY_SOCKET) stays in the
-	// foreground, whether it becomes the daemon or joins one: systemd
-	// tracks it, takes READY=1 from it alone, and stopping it unmounts.
+	// foreground holding its mount, which a daemon of its own scope
+	// serves (instance.go): systemd tracks it, takes READY=1 from it
+	// alone, and stopping it unmounts that mount and no other.
 	serviceMain := os.Getenv("NOTIFY_SOCKET") != "" && !ready.child()
 	if f.background && serviceMain {
 		log.Warn("--daemon ignored: a systemd service's dsmount (Type=notify) stays in the foreground as the service's main process", "setting", flagOrigin(cmd, "daemon"))
 		f.background = false
 	}
 	// Join the daemon of this cache dir if one runs, with this shell's
-	// keys if it has any; a service's main process holds its mount.
+	// keys if it has any.
 	joinReq := req
 	joinReq.Credentials = envCredentials(req.Source, req.Anonymous, os.LookupEnv)
-	joinReq.Hold = serviceMain
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	joinedDaemon := func(reply control.MountReply, held *daemon.Held, err error) error {
+	if serviceMain {
+		joinReq.Hold = true
+		return serveInstance(ctx, instance{cmd: cmd, plan: p, req: joinReq, log: log})
+	}
+	joinedDaemon := func(reply control.MountReply, err error) error {
 		if err != nil {
-			if joinReq.Credentials != nil {
-				return fmt.Errorf("%w (a joining mount reads with this shell's AWS_ACCESS_KEY_ID, not the daemon's credentials)", err)
-			}
-			return err
+			return joinError(joinReq, err)
 		}
 		ready.ready(reply.Files, reply.Dirs, reply.Pid)
-		note := "served by the running daemon; 'dsmount unmount' to remove"
-		if held != nil {
-			note = "served by the running daemon; this process holds the mount: stopping it unmounts"
-		}
 		log.Info("mounted", "mountpoint", p.mountpoint, "source", p.source, "files", reply.Files, "dirs", reply.Dirs, "daemon_pid", reply.Pid,
-			"credentials", credentialsSource(joinReq), "note", note)
-		if held == nil {
-			return nil
-		}
-		notify(log, fmt.Sprintf("READY=1\nSTATUS=serving %s (through the daemon, pid %d)", p.mountpoint, reply.Pid))
-		err = held.Wait(ctx)
-		notify(log, "STOPPING=1")
-		if err != nil {
-			return err
-		}
-		log.Info("unmounted", "mountpoint", p.mountpoint)
+			"credentials", credentialsSource(joinReq), "note", "served by the running daemon; 'dsmount unmount' to remove")
 		return nil
 	}
-	if reply, held, joined, err := daemon.Join(p.cacheDir, joinReq); joined {
-		return joinedDaemon(reply, held, err)
+	if reply, _, joined, err := daemon.Join(p.cacheDir, joinReq); joined {
+		return joinedDaemon(reply, err)
 	}
 
 	// A daemon started in the background never backgrounds again, whatever
 	// its flags say.
 	if f.background && !ready.child() {
-		res, err := startInBackground(ctx, cmd, req.Source, p.mountpoint, p.cacheDir)
+		// A daemon still ending (its last mount just went) holds the
+		// cache dir for a moment: join it if it answers, else try again.
+		var res backgroundResult
+		var joined *control.MountReply
+		err := whileBusy(ctx, func() error {
+			if reply, _, ok, err := daemon.Join(p.cacheDir, joinReq); ok {
+				joined = &reply
+				return err
+			}
+			var err error
+			res, err = startInBackground(ctx, cmd, req.Source, p.mountpoint, p.cacheDir)
+			return err
+		})
+		if joined != nil {
+			return joinedDaemon(*joined, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -381,8 +383,8 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	if errors.Is(err, cache.ErrInUse) {
 		// Another dsmount holds the cache dir but didn't answer: it may be
 		// starting (two mounts racing) — give its socket a moment.
-		if reply, held, joined, jerr := daemon.WaitAndJoin(ctx, p.cacheDir, joinReq); joined {
-			return joinedDaemon(reply, held, jerr)
+		if reply, _, joined, jerr := daemon.WaitAndJoin(ctx, p.cacheDir, joinReq); joined {
+			return joinedDaemon(reply, jerr)
 		}
 	}
 	if err != nil {
@@ -399,6 +401,15 @@ func runMount(ctx context.Context, cmd *cobra.Command, source, mountpoint string
 	notify(log, "STOPPING=1")
 	d.Close()
 	return nil
+}
+
+// joinError says, for a mount refused by a running daemon, whose
+// credentials it was read with.
+func joinError(req control.MountRequest, err error) error {
+	if req.Credentials != nil {
+		return fmt.Errorf("%w (a joining mount reads with this shell's AWS_ACCESS_KEY_ID, not the daemon's credentials)", err)
+	}
+	return err
 }
 
 // startDaemon starts the daemon of a cache dir.
@@ -425,6 +436,7 @@ func normaliseSource(src string) (string, error) {
 
 func newDaemonCmd() *cobra.Command {
 	var f mountFlags
+	var exitWithLastMount bool
 	cmd := &cobra.Command{
 		Use:   "daemon",
 		Short: "Run the dsmount daemon of a cache dir with no mounts yet (foreground)",
@@ -437,31 +449,49 @@ The daemon reads S3 credentials from its own environment. SIGINT/SIGTERM
 unmounts everything and exits.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := newLogger(f.logFormat, f.logLevel)
+			ready := readinessFromEnv()
+			err := runDaemon(cmd, f, exitWithLastMount, &ready)
 			if err != nil {
-				return err
+				ready.failed(err)
 			}
-			cf, err := planCache(f)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			d, err := startDaemon(cf, f.metricsAddr, false, log)
-			if err != nil {
-				return err
-			}
-			used, capacity := d.CacheSize()
-			log.Info("daemon ready", "cache_dir", cf.Dir, "socket", d.SocketPath(), "cache_used", used, "cache_capacity", capacity, "pid", os.Getpid())
-			notify(log, "READY=1\nSTATUS=serving "+cf.Dir)
-			d.Wait(ctx)
-			notify(log, "STOPPING=1")
-			d.Close()
-			return nil
+			return err
 		},
 	}
 	addCacheFlags(cmd, &f)
+	cmd.Flags().BoolVar(&exitWithLastMount, exitWithLastMountFlag, false, "exit when the last mount is unmounted, or when no mount comes within 30 s (set for the daemon a systemd unit's mount starts)")
+	cmd.Flags().MarkHidden(exitWithLastMountFlag)
 	return cmd
+}
+
+// runDaemon runs `dsmount daemon`: in the foreground (dsmount-daemon.service),
+// or started in the background for a unit's mount to join (ready).
+func runDaemon(cmd *cobra.Command, f mountFlags, exitWithLastMount bool, ready *readiness) error {
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	cf, err := planCache(f)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := daemon.Config{Settings: cf, MetricsAddr: f.metricsAddr, Logger: log}
+	if exitWithLastMount {
+		cfg.ExitWhenEmpty, cfg.EmptyGrace = true, bareDaemonGrace
+	}
+	d, err := daemon.Start(cfg)
+	if err != nil {
+		return err
+	}
+	ready.ready(0, 0, os.Getpid())
+	used, capacity := d.CacheSize()
+	log.Info("daemon ready", "cache_dir", cf.Dir, "socket", d.SocketPath(), "cache_used", used, "cache_capacity", capacity, "pid", os.Getpid())
+	notify(log, "READY=1\nSTATUS=serving "+cf.Dir)
+	d.Wait(ctx)
+	notify(log, "STOPPING=1")
+	d.Close()
+	return nil
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {

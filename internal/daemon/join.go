@@ -40,13 +40,13 @@ func Join(cacheDir string, req control.MountRequest) (reply control.MountReply, 
 		return reply, nil, true, fmt.Errorf("the dsmount daemon of %s runs as another user (uid %d): not joining it; use a --cache-dir of your own", cacheDir, uid)
 	}
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return reply, nil, true, fmt.Errorf("talking to the dsmount daemon of %s: %w", cacheDir, err)
+		return reply, nil, true, fmt.Errorf("talking to the dsmount daemon of %s: %w: %w", cacheDir, ErrNoReply, err)
 	}
 	// One line at a time: on a held connection the MountEnded line
 	// follows, and must not be swallowed by a decoder's buffer.
 	r := bufio.NewReader(conn)
 	if err := readLine(r, &reply); err != nil {
-		return reply, nil, true, fmt.Errorf("talking to the dsmount daemon of %s: %w", cacheDir, err)
+		return reply, nil, true, fmt.Errorf("talking to the dsmount daemon of %s: %w: %w", cacheDir, ErrNoReply, err)
 	}
 	if reply.Error != "" {
 		return reply, nil, true, errors.New(reply.Error)
@@ -57,6 +57,12 @@ func Join(cacheDir string, req control.MountRequest) (reply control.MountReply, 
 	}
 	return reply, held, true, nil
 }
+
+// ErrNoReply says a daemon took the connection but never answered: it
+// died, or was dying as it was dialled (a dead process's listening
+// socket can still queue a connection, then resets it). Whether the
+// mount was made is not known.
+var ErrNoReply = errors.New("no answer")
 
 // WaitAndJoin retries Join for a few seconds: a daemon holding the cache
 // dir may still be starting (two mounts racing).
