@@ -116,11 +116,15 @@ func startGenS3Child(tb testing.TB, keys, dirs int) string {
 }
 
 // TestMain serves as BenchmarkList's store when the test binary runs as
-// its child (genS3ChildEnv set), and runs the tests otherwise: a test
-// function for the child would show as skipped in every normal run.
+// its child (genS3ChildEnv set), reads as TestStarvedReader's child
+// (starveChildEnv set), and runs the tests otherwise: a test function
+// for a child would show as skipped in every normal run.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(genS3ChildEnv); spec != "" {
 		os.Exit(serveGenS3Child(spec))
+	}
+	if endpoint := os.Getenv(starveChildEnv); endpoint != "" {
+		os.Exit(runStarveChild(endpoint))
 	}
 	os.Exit(m.Run())
 }
