@@ -6,6 +6,7 @@ type counters struct {
 	hits, misses                     atomic.Int64 // chunk reads served from cache / backend
 	bytesFromCache, bytesFromBackend atomic.Int64 // bytes returned to readers
 	bytesFetched, chunksFetched      atomic.Int64 // fetched from backends
+	rangesFetched                    atomic.Int64 // ranged GETs for random readers (randomread.go)
 	fetchesInFlight                  atomic.Int64
 	streamed                         atomic.Int64 // fetched chunks not admitted
 	evictions                        atomic.Int64
@@ -32,13 +33,16 @@ type Stats struct {
 	Hits, Misses     int64 // chunk-sized read pieces served from cache / from the backend
 	BytesFromCache   int64
 	BytesFromBackend int64
-	BytesFetched     int64 // whole chunks fetched from backends
+	BytesFetched     int64 // fetched from backends: whole chunks, and ranges
 	ChunksFetched    int64
-	FetchesInFlight  int64
-	Streamed         int64 // fetched chunks the policy did not admit
-	Evictions        int64
-	VerifyFailures   int64 // cached chunks that failed their checksum, or whose cache file was gone
-	SyncFailures     int64 // chunks dropped because their bytes could not be made durable
+	// RangesFetched counts the reads of random readers of objects bigger
+	// than the cache served by a ranged GET of what they asked, uncached.
+	RangesFetched   int64
+	FetchesInFlight int64
+	Streamed        int64 // fetched chunks the policy did not admit
+	Evictions       int64
+	VerifyFailures  int64 // cached chunks that failed their checksum, or whose cache file was gone
+	SyncFailures    int64 // chunks dropped because their bytes could not be made durable
 	// BufferDoubleReleases counts chunk buffers given back twice (a bug,
 	// refused: see bufs.Pool); 0 in a healthy daemon.
 	BufferDoubleReleases int64
@@ -60,7 +64,7 @@ func (c *Cache) Stats() Stats {
 	return Stats{
 		Hits: s.hits.Load(), Misses: s.misses.Load(),
 		BytesFromCache: s.bytesFromCache.Load(), BytesFromBackend: s.bytesFromBackend.Load(),
-		BytesFetched: s.bytesFetched.Load(), ChunksFetched: s.chunksFetched.Load(),
+		BytesFetched: s.bytesFetched.Load(), ChunksFetched: s.chunksFetched.Load(), RangesFetched: s.rangesFetched.Load(),
 		FetchesInFlight: s.fetchesInFlight.Load(), Streamed: s.streamed.Load(),
 		Evictions: s.evictions.Load(), VerifyFailures: s.verifyFailures.Load(), SyncFailures: s.syncFailures.Load(),
 		WriteErrors: s.writeErrors.Load(), WarmChunks: s.warmChunks.Load(),

@@ -47,6 +47,10 @@ type Source interface {
 	// chunk for the reader's next reads). Both are the read hot path.
 	ReadAt(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error)
 	ReadAtStream(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error)
+	// ReadAtRandom serves a read of a file read at random (its reads
+	// jump): an object bigger than the cache is then fetched in blocks
+	// around what is read, not in chunks.
+	ReadAtRandom(ctx context.Context, obj backend.Object, p []byte, off int64) (int, error)
 	// PrefetchWatched fetches a chunk ahead of a sequential reader,
 	// reporting its arrival to the detector's stream budget.
 	PrefetchWatched(obj backend.Object, idx int, arrived func(n int), ended func())

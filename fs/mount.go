@@ -83,6 +83,9 @@ type Mount struct {
 	// dev is the mount's device number (st_dev of its root), which names
 	// its FUSE connection under /sys/fs/fuse/connections; set by Serve.
 	dev uint64
+	// readaheadBounded is set once random reads of a file bigger than
+	// the cache have lowered the mount's kernel readahead (random.go).
+	readaheadBounded atomic.Bool
 	// fastPath holds the FastPath in force: decided in New (auto), demoted
 	// to off in Serve if passthrough fails its probe, while the kernel may
 	// already be opening files.
@@ -231,7 +234,7 @@ func (m *Mount) Serve(dir string) error {
 // requests, each a round trip through the daemon (docs/performance.md).
 const readaheadKB = 1024
 
-// raiseReadahead sets the read_ahead_kb of the mount's backing device info
+// raiseReadahead sets (or lowers) the read_ahead_kb of the mount's backing device info
 // (FUSE mounts get an anonymous device, named by st_dev).
 func raiseReadahead(dev uint64, kb int) error {
 	if dev == 0 {

@@ -43,6 +43,7 @@ func (m *Mount) newNode(e entry) *node {
 			n.seq = stream.NewDetector(obj.Size, m.cache.ChunkSize(), m.streams, func(idx int, arrived func(int), ended func()) {
 				src.PrefetchWatched(obj, idx, arrived, ended)
 			})
+			n.seq.GuardRandom(func() bool { return m.tooBigToCache(obj) })
 		}
 	}
 	return n
@@ -232,6 +233,9 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 	var err error
 	if n.seq != nil && n.seq.Observe(off, int64(len(dest))) {
 		got, err = n.m.src.ReadAtStream(ctx, obj, dest, off)
+	} else if n.seq != nil && n.seq.Random() {
+		n.m.randomRead(obj)
+		got, err = n.m.src.ReadAtRandom(ctx, obj, dest, off)
 	} else {
 		batched := false
 		if off == 0 {

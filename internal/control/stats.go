@@ -31,6 +31,7 @@ type CacheStats struct {
 	BytesFromBackend int64  `json:"bytes_from_backend"`
 	BytesFetched     int64  `json:"bytes_fetched"`
 	ChunksFetched    int64  `json:"chunks_fetched"`
+	RangesFetched    int64  `json:"ranges_fetched"`
 	FetchesInFlight  int64  `json:"fetches_in_flight"`
 	Used             int64  `json:"used"`
 	Capacity         int64  `json:"capacity"`

@@ -20,7 +20,7 @@ func TestStatsWire(t *testing.T) {
 	}{
 		{StatsReport{}, []string{"daemon_pid", "mount", "mounts", "cache", "page_cache"}},
 		{CacheStats{}, []string{"dir", "policy", "chunk_size", "hits", "misses", "bytes_from_cache", "bytes_from_backend",
-			"bytes_fetched", "chunks_fetched", "fetches_in_flight", "used", "capacity", "evictions", "streamed",
+			"bytes_fetched", "chunks_fetched", "ranges_fetched", "fetches_in_flight", "used", "capacity", "evictions", "streamed",
 			"verify_failures", "sync_failures", "warm_chunks", "staged_pushed_out", "disk_full"}},
 		{MountStats{}, []string{"mountpoint", "source", "files", "reads", "bytes_read", "read_errors", "lookups", "getattrs",
 			"batched_reads", "fast_path", "hits", "misses", "bytes_from_cache", "bytes_from_backend", "jobs", "backend"}},

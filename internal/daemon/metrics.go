@@ -57,6 +57,7 @@ var cacheMetrics = []struct {
 }{
 	{"dsmount_backend_fetched_bytes_total", "Bytes fetched from backends (whole chunks).", counter, func(s cache.Stats) int64 { return s.BytesFetched }},
 	{"dsmount_backend_fetched_chunks_total", "Chunks fetched from backends.", counter, func(s cache.Stats) int64 { return s.ChunksFetched }},
+	{"dsmount_backend_fetched_ranges_total", "Ranged GETs, uncached, for random readers of files bigger than the cache.", counter, func(s cache.Stats) int64 { return s.RangesFetched }},
 	{"dsmount_backend_fetches_in_flight", "Backend fetches in progress.", gauge, func(s cache.Stats) int64 { return s.FetchesInFlight }},
 	{"dsmount_cache_used_bytes", "Bytes of cached chunks.", gauge, func(s cache.Stats) int64 { return s.Used }},
 	{"dsmount_cache_capacity_bytes", "Cache capacity in bytes.", gauge, func(s cache.Stats) int64 { return s.Capacity }},

@@ -179,7 +179,7 @@ func wireCache(s cache.Stats, dir, policy string, chunkSize int64) control.Cache
 	return control.CacheStats{
 		Dir: dir, Policy: policy, ChunkSize: chunkSize,
 		Hits: s.Hits, Misses: s.Misses, BytesFromCache: s.BytesFromCache, BytesFromBackend: s.BytesFromBackend,
-		BytesFetched: s.BytesFetched, ChunksFetched: s.ChunksFetched, FetchesInFlight: s.FetchesInFlight,
+		BytesFetched: s.BytesFetched, ChunksFetched: s.ChunksFetched, RangesFetched: s.RangesFetched, FetchesInFlight: s.FetchesInFlight,
 		Used: s.Used, Capacity: s.Capacity, Evictions: s.Evictions, Streamed: s.Streamed,
 		VerifyFailures: s.VerifyFailures, SyncFailures: s.SyncFailures, WarmChunks: s.WarmChunks, StagedPushedOut: s.StagedPushedOut, DiskFull: s.DiskFull,
 	}

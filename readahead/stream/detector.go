@@ -10,6 +10,9 @@ const (
 	// seqMinRun is how many sequential reads establish a stream (one, at
 	// offset 0).
 	seqMinRun = 2
+	// randomMinJumps is how many reads in a row, each landing away from
+	// where the one before ended, make a file's reading random.
+	randomMinJumps = 2
 )
 
 // The sequential window is measured in bytes still to arrive, not in
@@ -66,14 +69,21 @@ type Detector struct {
 	chunks      int // the file's chunk count
 	fetch       Fetcher
 	budget      *Budget // shared with the cache's other streams; nil: none
+	// tooBig, if set, says the file is bigger than the cache can hold
+	// (see GuardRandom).
+	tooBig func() bool
 
-	mu     sync.Mutex
-	next   int64 // where the last read ended
-	run    int   // sequential reads in a row
-	stream bool  // a stream is established: fetch ahead
-	cur    int   // the chunk the stream's reader is in
-	ahead  int   // the next chunk to ask for: those before it need no asking
-	left   int64 // bytes asked for and not yet arrived
+	mu   sync.Mutex
+	next int64 // where the last read ended
+	run  int   // sequential reads in a row
+	// runBytes is what the run has read; jumps counts the runs ended by
+	// a read that jumped, since the last run of a chunk or more (Random).
+	runBytes int64
+	jumps    int
+	stream   bool  // a stream is established: fetch ahead
+	cur      int   // the chunk the stream's reader is in
+	ahead    int   // the next chunk to ask for: those before it need no asking
+	left     int64 // bytes asked for and not yet arrived
 	// reach and window are the stream's bounds: AheadBytes and WindowBytes,
 	// or its share of budget's as of its last read.
 	reach, window int64
@@ -90,6 +100,14 @@ func NewDetector(size, chunk int64, budget *Budget, fetch Fetcher) *Detector {
 	return s
 }
 
+// GuardRandom tells the Detector how to know that its file is bigger than
+// the cache can hold: while the file is read at random (Random), reads of
+// such a file in a row start no stream until a chunk's worth has been
+// read in order. A file the cache holds keeps streaming on two reads in
+// a row, random or not: what it fetches ahead stays cached. Call it
+// before the Detector's first use.
+func (s *Detector) GuardRandom(tooBig func() bool) { s.tooBig = tooBig }
+
 // chunkLen is the length of chunk idx (the last one may be short).
 func (s *Detector) chunkLen(idx int) int64 { return min(s.chunk, s.size-int64(idx)*s.chunk) }
 
@@ -99,11 +117,26 @@ func (s *Detector) chunkLen(idx int) int64 { return min(s.chunk, s.size-int64(id
 func (s *Detector) Observe(off, n int64) (stream bool) {
 	s.mu.Lock()
 	if d := off - s.next; d < -seqSlack || d > seqSlack {
-		s.run, s.ahead, s.cur, s.stream = 0, 0, 0, false
+		if s.run > 0 {
+			s.jumps++
+		}
+		s.run, s.runBytes, s.ahead, s.cur, s.stream = 0, 0, 0, 0, false
 	}
 	s.run++
+	s.runBytes += n
 	if end := off + n; end > s.next || s.run == 1 {
 		s.next = end
+	}
+	if s.runBytes >= s.chunk {
+		s.jumps = 0 // a chunk's worth read in order: a stream after all
+	}
+	if s.jumps >= randomMinJumps && s.tooBig != nil && s.tooBig() {
+		// A random reader's reads that happen to follow one another (an
+		// mmap fault's read-around comes as a few READs in a row) are no
+		// stream: fetching ahead of them would pull chunks nobody reads
+		// into a cache that can't hold the file.
+		s.mu.Unlock()
+		return false
 	}
 	// A read from the very start of a file is the usual beginning of a
 	// sequential pass: don't wait for the second read to fetch ahead.
@@ -127,6 +160,17 @@ func (s *Detector) Observe(off, n int64) (stream bool) {
 	s.mu.Unlock()
 	s.start(from, to)
 	return true
+}
+
+// Random reports whether the file is being read at random: randomMinJumps
+// or more of its reads landed away from where the one before ended, with
+// no chunk's worth read in order since, as an mmap of a token file, an
+// LMDB or an HDF5 dataset is read. Such a reader will not read the rest
+// of a chunk it touches.
+func (s *Detector) Random() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jumps >= randomMinJumps
 }
 
 // topUpLocked picks the chunks [from, to) to fetch now and counts them in

@@ -193,3 +193,54 @@ func TestDetectorRandomReadsDontPrefetch(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectorRandom: reads that jump make a file random after
+// randomMinJumps of them; a few short reads that follow one another (an
+// mmap fault's read-around) neither end it nor start a stream; a chunk's
+// worth read in order does.
+func TestDetectorRandom(t *testing.T) {
+	f := newFakeFetches()
+	d := NewDetector(1<<30, testChunk, nil, f.fetch)
+	d.GuardRandom(func() bool { return true })
+	offs := []int64{500 << 20, 100 << 20, 900 << 20}
+	for i, off := range offs {
+		d.Observe(off, 4096)
+		if want := i >= randomMinJumps; d.Random() != want {
+			t.Fatalf("after %d jumping reads: Random %v, want %v", i+1, d.Random(), want)
+		}
+	}
+	next := offs[len(offs)-1] + 4096
+	for range 3 {
+		if d.Observe(next, 64<<10) {
+			t.Fatal("a random reader's short reads in a row were taken for a stream")
+		}
+		next += 64 << 10
+	}
+	if !d.Random() || len(f.asked) != 0 {
+		t.Fatalf("after short reads in a row: Random %v, fetched ahead %v; want random, nothing fetched", d.Random(), f.asked)
+	}
+	for range testChunk / (1 << 20) {
+		d.Observe(next, 1<<20)
+		next += 1 << 20
+	}
+	if d.Random() {
+		t.Fatal("still random after a chunk's worth read in order")
+	}
+}
+
+// TestDetectorRandomThatFits: a file the cache can hold streams on two
+// reads in a row even while read at random, as before GuardRandom.
+func TestDetectorRandomThatFits(t *testing.T) {
+	f := newFakeFetches()
+	d := NewDetector(1<<30, testChunk, nil, f.fetch)
+	d.GuardRandom(func() bool { return false })
+	for _, off := range []int64{500 << 20, 100 << 20, 900 << 20} {
+		d.Observe(off, 4096)
+	}
+	if !d.Random() {
+		t.Fatal("not random after three jumping reads")
+	}
+	if !d.Observe(900<<20+4096, 64<<10) || len(f.asked) == 0 {
+		t.Fatalf("two reads in a row of a file that fits: no stream (fetched %v)", f.asked)
+	}
+}

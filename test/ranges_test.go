@@ -1,0 +1,104 @@
+package test
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsmount/dsmount/test/testenv"
+)
+
+// tokenFile writes a file of size bytes of seeded random bytes to dir and
+// returns its path and contents.
+func tokenFile(t *testing.T, dir string, size int) (string, []byte) {
+	t.Helper()
+	data := make([]byte, size)
+	r := rand.New(rand.NewPCG(46, 1))
+	for i := 0; i+8 <= size; i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			data[i+j] = byte(v >> (8 * j))
+		}
+	}
+	path := filepath.Join(dir, "train.bin")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}
+
+// TestRandomWindowsOfABigFile: readers copying random 2,050-byte windows
+// out of an mmap of a token file four times the cache's size, as nanoGPT's
+// get_batch does (a new mapping per batch), read every byte right, and the
+// daemon fetches from the store no more than 128 times the bytes they
+// read: what each window's fault asks, not a chunk per window.
+func TestRandomWindowsOfABigFile(t *testing.T) {
+	const (
+		fileSize = 64 << 20
+		window   = 2050
+		readers  = 4
+		batches  = 25
+		perBatch = 12
+	)
+	src := t.TempDir()
+	_, data := tokenFile(t, src, fileSize)
+	mp := t.TempDir()
+	testenv.StartMount(t, testenv.MountConfig{Bin: dsmountBin, Source: src, Mountpoint: mp,
+		Args: []string{"--cache-dir", t.TempDir(), "--cache-size", "16M"}})
+	before := testenv.Stats(t, dsmountBin, mp).Cache
+
+	var wg sync.WaitGroup
+	errs := make(chan string, readers)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			for range batches {
+				f, err := os.Open(filepath.Join(mp, "train.bin"))
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				m, err := syscall.Mmap(int(f.Fd()), 0, fileSize, syscall.PROT_READ, syscall.MAP_SHARED)
+				if err != nil {
+					f.Close()
+					errs <- err.Error()
+					return
+				}
+				for range perBatch {
+					off := rng.IntN(fileSize - window)
+					if !bytes.Equal(m[off:off+window], data[off:off+window]) {
+						errs <- "wrong bytes in a window"
+						break
+					}
+				}
+				syscall.Munmap(m)
+				// The page cache of a real job's node holds a sliver of
+				// its token files: drop what this batch brought in.
+				unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+				f.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	after := testenv.Stats(t, dsmountBin, mp).Cache
+	read := int64(readers * batches * perBatch * window)
+	fetched := after.BytesFetched - before.BytesFetched
+	ratio := float64(fetched) / float64(read)
+	t.Logf("%d windows (%d bytes): the store served %d bytes (%.1fx), %d ranged GETs, %d chunks",
+		readers*batches*perBatch, read, fetched, ratio, after.RangesFetched-before.RangesFetched, after.ChunksFetched-before.ChunksFetched)
+	if ratio > 128 {
+		t.Errorf("store bytes %.1fx the bytes read; want at most 128x", ratio)
+	}
+}
