@@ -45,8 +45,11 @@
 // (within floors and ceilings), its body may go quiet for as long, and a
 // read a caller waits for (backend.WithUrgency) that has no answer after
 // that percentile races a second GET on another connection, within a
-// budget of extra requests. RequestStats counts GETs, hedges, timeouts,
-// retries and throttled answers.
+// budget of extra requests. These waits, and the answer times they
+// follow, are measured in time the process ran (runclock.go): a process
+// starved of CPU finds its answers in when it runs again, rather than
+// abandoning them all as the store's failure. RequestStats counts GETs,
+// hedges, timeouts, retries and throttled answers.
 //
 // ReadAt's GETs skip the SDK's operation stack (get.go): plain HTTP requests
 // signed with the SDK's SigV4 signer, on the SDK's HTTP client. So they

@@ -31,11 +31,11 @@ func (t *tail) observer() backend.RequestObserver {
 	return nil
 }
 
-// getDone reports a GET that answered firstByte after sentAt and whose
-// body is all in now.
-func (t *tail) getDone(sentAt time.Time, firstByte time.Duration) {
+// getDone reports a GET that answered after firstByte and whose body
+// came in all by total, both from its sending, in time this process ran.
+func (t *tail) getDone(firstByte, total time.Duration) {
 	if o := t.observer(); o != nil {
-		o.GetDone(firstByte, time.Since(sentAt))
+		o.GetDone(firstByte, total)
 	}
 }
 

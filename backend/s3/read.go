@@ -128,9 +128,10 @@ type rangeAnswer struct {
 	lastModified  string // the HTTP date, as sent
 	contentRange  string
 	contentLength int64 // -1: not given
-	// sentAt is when the GET was sent, firstByte how long its answer
-	// took (getRaced): the GET's times reported once its body is in.
-	sentAt    time.Time
+	// sent is when the GET was sent, firstByte how long its answer took
+	// (getRaced), both on the run clock: the GET's times reported once
+	// its body is in.
+	sent      runMark
 	firstByte time.Duration
 }
 
@@ -202,18 +203,17 @@ func (b *Backend) readRange(ctx context.Context, obj backend.Object, p []byte, o
 		want = out.contentLength
 	}
 
-	watch := watchBody(out.body, b.tail.bodyIdleTimeout(), b.tail.bodyDeadline(want, attempt), end)
+	watch := watchBody(out.body, b.tail.run, b.tail.bodyIdleTimeout(), b.tail.bodyDeadline(want, attempt), end)
 	var body io.Reader = watch
 	if fn := backend.ProgressOf(ctx); fn != nil {
 		body = progressReader{body, fn}
 	}
-	start := time.Now()
 	n, err = io.ReadFull(body, p[:want])
-	stall := watch.stop()
 	if err == nil {
-		b.tail.observeBody(n, time.Since(start))
-		b.tail.getDone(out.sentAt, out.firstByte)
+		b.tail.observeBody(n, watch.ran())
+		b.tail.getDone(out.firstByte, b.tail.run.ran(out.sent))
 	}
+	stall := watch.stop()
 	switch {
 	case err != nil && stall != nil && ctx.Err() == nil:
 		b.tail.bodyTimeouts.Add(1)

@@ -272,6 +272,7 @@ func (b *Backend) ID() string { return b.id }
 // ErrUnavailable.
 func (b *Backend) Close() error {
 	b.conns.closeAll()
+	b.tail.run.close()
 	return nil
 }
 

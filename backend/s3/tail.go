@@ -16,12 +16,16 @@ import (
 //   - A GET whose answer (the response headers) takes longer than
 //     timeoutMult times the recent 99th percentile of answer times, within
 //     [minTimeout, maxTimeout], is abandoned and made again; each further
-//     attempt of one read waits twice as long, so a store that has become
-//     uniformly slower is followed rather than hammered (its answers then
-//     raise the percentile).
+//     attempt of one read waits twice as long, up to maxTimeout, so a
+//     store that has become uniformly slower is followed rather than
+//     hammered (its answers then raise the percentile).
 //   - A body that delivers no byte for as long, but at least minBodyIdle,
 //     is abandoned the same way, and so is one far slower than the recent
 //     99th percentile transfer time per MiB (bodyDeadline).
+//   - All of these times, the answer and transfer times measured too, are
+//     time this process ran (runclock.go): a process that was starved of
+//     CPU finds its answers waiting when it runs again, and neither
+//     abandons them nor counts the wait as the store's.
 //   - A read a caller waits for (backend.WithUrgency) that has no answer
 //     after 1.25 times the 99th percentile sends a second GET, on another
 //     connection, and takes whichever answers first; a read ahead of its
@@ -100,11 +104,14 @@ type tail struct {
 
 	// obs is told of each GET's times and failures (observe.go).
 	obs atomic.Pointer[backend.RequestObserver]
+
+	// run is the clock every wait above is measured on.
+	run *runClock
 }
 
 const perMiBMinBytes = 256 << 10
 
-func newTail() *tail { return &tail{tokens: hedgeBurst} }
+func newTail() *tail { return &tail{tokens: hedgeBurst, run: newRunClock()} }
 
 // observeBody records a body of n bytes that took d to arrive.
 func (t *tail) observeBody(n int, d time.Duration) {
@@ -156,15 +163,18 @@ func (t *tail) bodyIdleTimeout() time.Duration {
 // generous (bodyMult times the p99 per-MiB time, at least minBodyTotal,
 // doubling with each attempt) because bodies slow down together when many
 // streams share a link: a tight deadline would abandon them all and send
-// them again, making it worse, and fail reads that were only slow.
+// them again, making it worse, and fail reads that were only slow. The
+// doubling stops at maxTimeout, as the first-byte timeout's does: past
+// it, a read's last attempts would wait minutes.
 func (t *tail) bodyDeadline(n int64, attempt int) time.Duration {
 	p := t.perMiB.get()
 	if p == 0 {
 		return 0
 	}
-	d := t.firstByteTimeout(1) + max(time.Duration(bodyMult*float64(p)*float64(n)/(1<<20)), minBodyTotal)
+	base := t.firstByteTimeout(1) + max(time.Duration(bodyMult*float64(p)*float64(n)/(1<<20)), minBodyTotal)
+	d := base
 	for range attempt - 1 {
-		d *= 2
+		d = min(2*d, max(base, maxTimeout))
 	}
 	return d
 }
