@@ -14,6 +14,7 @@ import (
 	"github.com/dsmount/dsmount/bench/nodes"
 	"github.com/dsmount/dsmount/bench/order"
 	"github.com/dsmount/dsmount/bench/pipeline"
+	"github.com/dsmount/dsmount/bench/ranges"
 	"github.com/dsmount/dsmount/bench/scale"
 	"github.com/dsmount/dsmount/bench/store"
 	"github.com/dsmount/dsmount/bench/warm"
@@ -38,6 +39,7 @@ func subcommands() []subcommand {
 		{"pipeline", pipeline.Summary, pipeline.Main},
 		{"nodes", nodes.Summary, nodes.Main},
 		{"scale", scale.Summary, scale.Main},
+		{"ranges", ranges.Summary, ranges.Main},
 	}
 }
 

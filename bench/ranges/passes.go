@@ -1,0 +1,144 @@
+package ranges
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dsmount/dsmount/bench/internal/cli"
+)
+
+// pass is one --passes entry: a name, a line for --help, and what it runs,
+// which returns its rows (each naming its reference by ID). A new pass (a
+// declared one, say) is one more entry here and its function.
+type pass struct {
+	name, help string
+	run        func(e *env) []row
+}
+
+// allPasses are the passes, in the order they run (the store passes
+// first: the full pass drops the page cache, MinIO's copy of the object
+// included).
+var allPasses = []pass{
+	{"raw", "ranged GETs of windows, --readers in flight, no filesystem: the reference of the store passes", runRaw},
+	{"quarter", "a mount whose cache holds a quarter of the file (--cache-size), reads undeclared", runQuarter},
+	{"full", "a mount whose cache holds the file, reads undeclared: cold against the raw GETs; then, the file cached whole, from the cache disk and from the page cache, each against the local file", runFull},
+}
+
+func passNames() string {
+	var s []string
+	for _, p := range allPasses {
+		s = append(s, p.name)
+	}
+	return strings.Join(s, ",")
+}
+
+func passHelp() string {
+	var s []string
+	for _, p := range allPasses {
+		s = append(s, p.name+" ("+p.help+")")
+	}
+	return strings.Join(s, "; ")
+}
+
+// parsePasses reads --passes: names of allPasses, returned in its order.
+func parsePasses(s string) ([]string, error) {
+	want := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		known := false
+		for _, p := range allPasses {
+			known = known || p.name == f
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown pass %q (want some of %s)", f, passNames())
+		}
+		want[f] = true
+	}
+	var out []string
+	for _, p := range allPasses {
+		if want[p.name] {
+			out = append(out, p.name)
+		}
+	}
+	return out, nil
+}
+
+func selected(passes []string, name string) bool {
+	for _, p := range passes {
+		if p == name {
+			return true
+		}
+	}
+	return false
+}
+
+func runRaw(e *env) []row {
+	r := rawGets(e, e.cfg.seconds, 0)
+	r.ID, r.Name = "raw", fmt.Sprintf("raw ranged GETs, %d in flight", e.cfg.readers)
+	r.Note = "GetObject with a Range of one window, no filesystem; µs/window is this program's CPU"
+	cli.Logf("raw ranged GETs: %.0f windows/s, %d GETs", r.Rate, r.StoreGETs)
+	return []row{r}
+}
+
+func runQuarter(e *env) []row {
+	m := e.mount("quarter", strconv.FormatInt(e.cfg.cacheSize, 10))
+	r := e.timed("quarter", "mount, quarter cache, undeclared", m.file, e.cfg.pageCache, m)
+	r.Ref = "raw"
+	r.Note = fmt.Sprintf("%s; dsmount fetched %.1f MB in %d GETs (%.1f× the bytes used)", m, float64(r.FetchedBytes)/1e6, r.DaemonGETs,
+		float64(r.FetchedBytes)/float64(max(1, r.UsedBytes)))
+	m.stop(e)
+	return []row{r}
+}
+
+func runFull(e *env) []row {
+	c := e.cfg
+	m := e.mount("full", c.fullCacheSize)
+	cold := e.timed("full-cold", "mount, full cache, cold, undeclared", m.file, c.pageCache, m)
+	cold.Ref = "raw"
+	cold.Note = fmt.Sprintf("%s; store bytes %.2f× the file; dsmount fetched %.1f MB in %d GETs", m,
+		float64(cold.StoreBytes)/float64(c.fileSize), float64(cold.FetchedBytes)/1e6, cold.DaemonGETs)
+
+	m.warm(e)
+	dropCaches(e)
+	disk := e.timed("full-disk", "mount, full cache, from the cache disk", m.file, c.pageCache, m)
+	disk.Ref = "local-disk"
+	disk.Note = fmt.Sprintf("%s; the whole file cached (dsmount warm, untimed), drop_caches 3 first, page cache bounded", m)
+	dropCaches(e)
+	localDisk := e.timed("local-disk", "local file, from disk", e.src, c.pageCache, nil)
+	localDisk.Note = "the token file on the local disk (the cache dir's filesystem), drop_caches 3 first, page cache bounded"
+
+	readWhole(e, m.file)
+	page := e.timed("full-page", "mount, full cache, from the page cache", m.file, 0, m)
+	page.Ref = "local-page"
+	page.Note = fmt.Sprintf("%s; the file read whole through the mount first (untimed), readers unbounded", m)
+	readWhole(e, e.src)
+	localPage := e.timed("local-page", "local file, from the page cache", e.src, 0, nil)
+	localPage.Note = "the local file read whole first (untimed), readers unbounded"
+	m.stop(e)
+	return []row{cold, disk, localDisk, page, localPage}
+}
+
+// timed runs the readers over path for --seconds, their page cache bounded
+// by bound (0: not bounded), and measures the store and, with m, the
+// mount's daemon.
+func (e *env) timed(id, name, path string, bound int64, m *mnt) row {
+	rs := e.startReaders(path, bound)
+	s0 := e.storeNow()
+	var d0 daemonSnap
+	if m != nil {
+		d0 = m.snap(e)
+	}
+	tot := rs.run(e.cfg.seconds)
+	s1 := e.storeNow()
+	r := row{ID: id, Name: name, Windows: tot.windows, Seconds: e.cfg.seconds, Wall: tot.wall.Seconds(),
+		StoreBytes: s1.bytes - s0.bytes, StoreGETs: s1.gets - s0.gets,
+		FetchedBytes: -1, DaemonGETs: -1, FUSEReads: -1, DaemonCPU: -1, ClientCPU: -1, Cgroup: &rs.cgNote}
+	if m != nil {
+		d1 := m.snap(e)
+		r.DaemonCPU, r.DaemonGETs, r.FetchedBytes, r.FUSEReads = d1.cpu-d0.cpu, d1.gets-d0.gets, d1.fetched-d0.fetched, d1.reads-d0.reads
+	}
+	r.fill(e)
+	cli.Logf("%s: %.0f windows/s (%d windows, %d batches), store %d GETs %.1f MB", name, r.Rate, r.Windows, tot.batches, r.StoreGETs, float64(r.StoreBytes)/1e6)
+	return r
+}
