@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,33 +30,13 @@ func TestThrottledStore(t *testing.T) {
 	const bucket = "throttled"
 	m, src := mirroredBucket(t, bucket)
 	r := rand.New(rand.NewPCG(25, 2))
-	paths := make([]string, files)
-	for i := range paths {
-		paths[i] = fmt.Sprintf("d%d/%04d.bin", i%8, i)
-		putRandomFile(t, r, src, paths[i], 2_000+r.IntN(30_000), m, bucket)
-	}
-	later := make([]string, files)
-	for i := range later {
-		later[i] = fmt.Sprintf("later/%04d.bin", i)
-		putRandomFile(t, r, src, later[i], 2_000+r.IntN(30_000), m, bucket)
-	}
+	paths := putThrottledFiles(t, m, bucket, src, files, r, func(i int) string { return fmt.Sprintf("d%d/%04d.bin", i%8, i) })
+	later := putThrottledFiles(t, m, bucket, src, files, r, func(i int) string { return fmt.Sprintf("later/%04d.bin", i) })
 	proxy := testenv.StartThrottleProxy(t, m.Endpoint(), rate, 20)
-
-	mp := t.TempDir()
-	mount := testenv.StartMount(t, testenv.MountConfig{
-		Bin: dsmountBin, Source: "s3://" + bucket, Mountpoint: mp, Env: s3Env(m),
-		Args: []string{"--cache-dir", t.TempDir(), "--s3-endpoint", proxy.Endpoint(), "--s3-path-style"},
-	})
+	mp, mount := mountThrottled(t, m, bucket, proxy)
 	epoch := func(n int, paths []string) {
 		t.Helper()
-		order := testenv.Shuffled(paths, 7)
-		orderFile := filepath.Join(t.TempDir(), "order.txt")
-		if err := os.WriteFile(orderFile, []byte(strings.Join(order, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if res := testenv.RunCLI(dsmountBin, nil, time.Minute, "order", mp, "--job", "train", "--epoch", fmt.Sprint(n), orderFile); res.ExitCode != 0 {
-			t.Fatalf("dsmount order: exit %d: %s", res.ExitCode, res.Stderr)
-		}
+		order := declareEpoch(t, mp, n, paths)
 		err := testenv.ReadAllInOrder(mp, order, 8, func(p string, data []byte) error {
 			return testenv.CompareFile(src, p, data)
 		})
@@ -112,4 +94,136 @@ func TestThrottledStore(t *testing.T) {
 		t.Logf("limit lifted to %d GETs/s: the next epoch read %.0f files/s", 10*rate, got)
 	}
 	mount.Stop()
+}
+
+// TestThrottledStoreStarved: TestThrottledStore's declared epoch, with the
+// daemon stopped (SIGSTOP, as a node whose CPUs are all taken would stop
+// it) for starvation a third of the way through, while the store goes on
+// admitting 200 GETs a second and refusing the rest. No reader may see
+// an error or wait more than the starvation and two seconds, the epoch
+// must finish, and the daemon must abandon no GET as slow: the store
+// answered each at once, and a daemon that was not running has learnt
+// nothing about the store.
+func TestThrottledStoreStarved(t *testing.T) {
+	const (
+		files      = 1200
+		rate       = 200
+		starvation = 5 * time.Second
+	)
+	const bucket = "throttled-starved"
+	m, src := mirroredBucket(t, bucket)
+	paths := putThrottledFiles(t, m, bucket, src, files, rand.New(rand.NewPCG(45, 2)), func(i int) string { return fmt.Sprintf("s%d/%04d.bin", i%8, i) })
+	proxy := testenv.StartThrottleProxy(t, m.Endpoint(), rate, 20)
+	mp, mount := mountThrottled(t, m, bucket, proxy)
+	// Whatever happens, the daemon runs again before it is unmounted.
+	t.Cleanup(func() { syscall.Kill(mount.Pid(), syscall.SIGCONT) })
+	order := declareEpoch(t, mp, 0, paths)
+
+	third := make(chan struct{})
+	stopped := make(chan error, 1)
+	go func() {
+		<-third
+		if err := syscall.Kill(mount.Pid(), syscall.SIGSTOP); err != nil {
+			stopped <- err
+			return
+		}
+		// The starvation is the fault injected, not a wait for
+		// something to happen.
+		<-time.After(starvation)
+		stopped <- syscall.Kill(mount.Pid(), syscall.SIGCONT)
+	}()
+	var (
+		mu      sync.Mutex
+		done    int
+		slowest time.Duration
+		slowP   string
+	)
+	begin := time.Now()
+	err := testenv.Parallel(len(order), 8, func() func(int) error {
+		return func(i int) error {
+			start := time.Now()
+			data, err := os.ReadFile(filepath.Join(mp, filepath.FromSlash(order[i])))
+			took := time.Since(start)
+			mu.Lock()
+			if took > slowest {
+				slowest, slowP = took, order[i]
+			}
+			if done++; done == files/3 {
+				close(third)
+			}
+			mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("read %s: %w", order[i], err)
+			}
+			return testenv.CompareFile(src, order[i], data)
+		}
+	})
+	took := time.Since(begin)
+	if err != nil {
+		t.Fatalf("a reader saw: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stopping the daemon: %v", err)
+	}
+	st := testenv.Stats(t, dsmountBin, mp)
+	admitted, throttled := proxy.Counts()
+	t.Logf("epoch %v, the daemon stopped for %v in it; slowest read %s, %v; per second admitted %v, refused %v; backend %+v",
+		took.Round(time.Millisecond), starvation, slowP, slowest.Round(time.Millisecond), admitted, throttled, st.Mount.Backend)
+	if st.Mount.ReadErrors != 0 {
+		t.Errorf("the daemon counted %d read errors", st.Mount.ReadErrors)
+	}
+	if slowest > starvation+2*time.Second {
+		t.Errorf("reading %s took %v: more than the starvation (%v) and 2s", slowP, slowest, starvation)
+	}
+	if b := st.Mount.Backend; b.FirstByteTimeouts+b.BodyTimeouts != 0 {
+		t.Errorf("%d GETs abandoned for no answer and %d for a stalled body: the daemon took its own starvation for the store's slowness",
+			b.FirstByteTimeouts, b.BodyTimeouts)
+	}
+	var refused int64
+	for _, n := range throttled {
+		refused += n
+	}
+	if refused == 0 {
+		t.Error("the store refused nothing: the test did not throttle")
+	}
+	mount.Stop()
+}
+
+// putThrottledFiles puts files random files of 2-32 KB, file i at
+// name(i), in bucket and in the local directory src, and returns their
+// paths.
+func putThrottledFiles(t *testing.T, m *testenv.MinIO, bucket, src string, files int, r *rand.Rand, name func(i int) string) []string {
+	t.Helper()
+	paths := make([]string, files)
+	for i := range paths {
+		paths[i] = name(i)
+		putRandomFile(t, r, src, paths[i], 2_000+r.IntN(30_000), m, bucket)
+	}
+	return paths
+}
+
+// mountThrottled mounts bucket through proxy.
+func mountThrottled(t *testing.T, m *testenv.MinIO, bucket string, proxy *testenv.ThrottleProxy) (string, *testenv.Mount) {
+	t.Helper()
+	mp := t.TempDir()
+	mount := testenv.StartMount(t, testenv.MountConfig{
+		Bin: dsmountBin, Source: "s3://" + bucket, Mountpoint: mp, Env: s3Env(m),
+		Args: []string{"--cache-dir", t.TempDir(), "--s3-endpoint", proxy.Endpoint(), "--s3-path-style"},
+	})
+	return mp, mount
+}
+
+// declareEpoch declares epoch n of job "train" on mp, paths shuffled, and
+// returns the order declared.
+func declareEpoch(t *testing.T, mp string, n int, paths []string) []string {
+	t.Helper()
+	order := testenv.Shuffled(paths, 7)
+	orderFile := filepath.Join(t.TempDir(), "order.txt")
+	if err := os.WriteFile(orderFile, []byte(strings.Join(order, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := testenv.RunCLI(dsmountBin, nil, time.Minute, "order", mp, "--job", "train", "--epoch", fmt.Sprint(n), orderFile); res.ExitCode != 0 {
+		t.Fatalf("dsmount order: exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	return order
 }
