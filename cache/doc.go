@@ -8,8 +8,9 @@
 // The root package keeps the in-memory object and its lifecycle
 // (object.go, records.go), admission and stores (chunkstore.go), the
 // committer that makes stores durable and then records them (commit.go),
-// reads and their checks (read.go, check.go, batch.go, passthrough.go),
-// warm, the staging area, stats and the policies. What lies below it is in
+// reads and their checks (read.go, check.go, batch.go, passthrough.go;
+// randomread.go: ranged GETs for random readers of objects bigger than the
+// cache), warm, the staging area, stats and the policies. What lies below it is in
 // packages of one idea each under internal/, none of which imports cache:
 //
 //	record   IDs, Meta, key layout, the object/chunk/listing codecs and
