@@ -22,15 +22,9 @@ func (s *Source) ReadAtRandom(ctx context.Context, obj backend.Object, p []byte,
 	if capacity := s.c.Capacity(); capacity <= 0 || obj.Size <= capacity {
 		return s.readAt(ctx, obj, p, off, false)
 	}
-	if off < 0 {
-		return 0, fmt.Errorf("cache: negative offset %d", off)
-	}
-	if off >= obj.Size {
-		return 0, io.EOF
-	}
-	var eof error
-	if rest := obj.Size - off; int64(len(p)) > rest {
-		p, eof = p[:rest], io.EOF
+	p, eof, done := clip(obj, p, off)
+	if done {
+		return 0, eof
 	}
 	c := s.c
 	meta := metaOf(s.id, obj, c.chunkSize)

@@ -98,16 +98,25 @@ func (s *Source) ReadAtStream(ctx context.Context, obj backend.Object, p []byte,
 	return s.readAt(ctx, obj, p, off, true)
 }
 
-func (s *Source) readAt(ctx context.Context, obj backend.Object, p []byte, off int64, stream bool) (int, error) {
+// clip checks a read of p at off of obj and cuts p at obj's end, with
+// io.EOF to return once it is filled; done says there is nothing to read.
+func clip(obj backend.Object, p []byte, off int64) (clipped []byte, eof error, done bool) {
 	if off < 0 {
-		return 0, fmt.Errorf("cache: negative offset %d", off)
+		return nil, fmt.Errorf("cache: negative offset %d", off), true
 	}
 	if off >= obj.Size {
-		return 0, io.EOF
+		return nil, io.EOF, true
 	}
-	var eof error
 	if rest := obj.Size - off; int64(len(p)) > rest {
-		p, eof = p[:rest], io.EOF
+		return p[:rest], io.EOF, false
+	}
+	return p, nil, false
+}
+
+func (s *Source) readAt(ctx context.Context, obj backend.Object, p []byte, off int64, stream bool) (int, error) {
+	p, eof, done := clip(obj, p, off)
+	if done {
+		return 0, eof
 	}
 	meta := metaOf(s.id, obj, s.c.chunkSize)
 	cs := s.c.chunkSize
