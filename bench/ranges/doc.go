@@ -38,6 +38,24 @@
 //     (drop_caches, bounded); then each read whole into the page cache
 //     (untimed), the readers unbounded, mount against local file.
 //
+// The LMDB passes (lmdb.go, not in the default --passes; issue 46's
+// target 3) read an image dataset as one LMDB instead: --lmdb-records
+// (10,000) records of 60-150 KB, keys b"%08d" % k, each record's bytes a
+// function of its key, built by lmdb_build.py (Debian's python3-lmdb),
+// which also finds each record's byte range in data.mdb (from the address
+// of its value in LMDB's map, every range checked against the file, and
+// again by this program); data.mdb is uploaded under lmdb/images.lmdb/.
+//
+//   - lmdb-raw: GetObject with a Range of one record's bytes, --readers in
+//     flight, each goroutine walking its reader's key order;
+//   - lmdb-quarter, lmdb-quarter-ra: a fresh mount whose cache holds a
+//     quarter of data.mdb; --readers processes of lmdb_reader.py open the
+//     LMDB once (readonly, lock=False; readahead=False, which madvises the
+//     map MADV_RANDOM, or LMDB's default readahead=True) and read records
+//     in a random key order (a permutation per reader, the raw GETs'),
+//     a read transaction and txn.get each, every byte checked; their page
+//     cache bounded to a quarter of data.mdb.
+//
 // Store bytes and GETs are MinIO's own counts (its metrics' bytes sent
 // for all S3 answers, and its GetObject requests) over the timed span. The
 // bytes count bodies, not headers (the raw pass's equal its windows'); the

@@ -46,6 +46,7 @@ type config struct {
 	rngSeed       int64    // reader r draws its windows from rngSeed*1000+r
 	warmStore     float64  // seconds of untimed raw GETs before the first pass
 	isolate       bool
+	lmdb          lmdbConfig // the LMDB passes' database
 	json          string
 	mountArgs     []string
 	daemonEnv     []string
@@ -70,6 +71,7 @@ func parseFlags(args []string) (config, *flag.FlagSet, error) {
 	fs.Int64Var(&c.rngSeed, "rng-seed", 1, "the readers' window seed: reader r draws from seed*1000+r in every pass, so each pass reads the same windows in the same order")
 	fs.Float64Var(&c.warmStore, "warm-store", 5, "seconds of untimed raw GETs before the first pass (0: none): a freshly started MinIO and toxiproxy are slower")
 	benchenv.IsolateFlag(fs, &c.isolate)
+	c.lmdb.addFlags(fs)
 	fs.StringVar(&c.json, "json", "", "also write the results as JSON to this file")
 	cli.MountArgs(fs, &c.mountArgs, "one more argument for every dsmount mount (repeatable)")
 	cli.DaemonEnv(fs, &c.daemonEnv, "one more KEY=VALUE in every mount's daemon environment (repeatable)")
@@ -105,6 +107,9 @@ func parseFlags(args []string) (config, *flag.FlagSet, error) {
 	if c.passes, err = parsePasses(*passes); err != nil {
 		return c, fs, cli.Usagef("--passes: %v", err)
 	}
+	if err := c.lmdb.check(); err != nil {
+		return c, fs, cli.Usagef("%v", err)
+	}
 	return c, fs, nil
 }
 
@@ -120,8 +125,10 @@ type env struct {
 	script   string // reader.py, written out
 	endpoint string // the proxy in front of MinIO
 	client   *s3.Client
-	tokens   uint64 // tokens in the file
-	runs     int    // reader runs so far, for their cgroups' names
+	tokens   uint64   // tokens in the file
+	runs     int      // reader runs so far, for their cgroups' names
+	db       *lmdbSet // the LMDB, once a pass has built it
+	warmed   bool     // the store has had its untimed warm-up
 }
 
 // Main runs the benchmark with the command line args (after "ranges").
@@ -156,26 +163,30 @@ func Main(args []string) error {
 	return nil
 }
 
-// setup starts the store, writes and uploads the token file, puts the
-// proxy in front of MinIO, finds the dsmount binary and writes reader.py.
+// setup starts the store, writes and uploads the token file (unless only
+// LMDB passes run: the first of them builds its database), puts the proxy
+// in front of MinIO, finds the dsmount binary and writes reader.py.
 func setup(t *testenv.ProgramT, c config, fs *flag.FlagSet) *env {
 	e := &env{Run: benchenv.StartRun(t, bucket, c.isolate), cfg: c, fs: fs, tokens: uint64(c.fileSize / 2)}
 	if c.isolate {
 		cli.Logf("%s", e.Store.CPUNote)
 	}
-	dir := filepath.Join(e.Work, "src")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("%v", err)
+	tokens := tokenPasses(c.passes)
+	if tokens {
+		dir := filepath.Join(e.Work, "src")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("%v", err)
+		}
+		e.src = filepath.Join(dir, fileRel)
+		t0 := time.Now()
+		if err := writeTokens(e.src, c.fileSize, c.seed); err != nil {
+			t.Fatalf("writing the token file: %v", err)
+		}
+		cli.Logf("token file: %s (%d tokens, seed %d), written in %v", units.Bytes(c.fileSize), e.tokens, c.seed, cli.Since(t0))
+		t0 = time.Now()
+		e.Store.Upload(t, bucket, prefix, dir, 1)
+		cli.Logf("uploaded to MinIO in %v", cli.Since(t0))
 	}
-	e.src = filepath.Join(dir, fileRel)
-	t0 := time.Now()
-	if err := writeTokens(e.src, c.fileSize, c.seed); err != nil {
-		t.Fatalf("writing the token file: %v", err)
-	}
-	cli.Logf("token file: %s (%d tokens, seed %d), written in %v", units.Bytes(c.fileSize), e.tokens, c.seed, cli.Since(t0))
-	t0 = time.Now()
-	e.Store.Upload(t, bucket, prefix, dir, 1)
-	cli.Logf("uploaded to MinIO in %v", cli.Since(t0))
 	proxy := e.Store.AddProxy("ranges", c.Proxy)
 	e.endpoint = "http://" + proxy
 	e.client = e.Store.Client(e.endpoint)
@@ -189,9 +200,10 @@ func setup(t *testenv.ProgramT, c config, fs *flag.FlagSet) *env {
 	if err := os.WriteFile(e.script, readerPy, 0o644); err != nil {
 		t.Fatalf("%v", err)
 	}
-	if c.warmStore > 0 {
+	if c.warmStore > 0 && tokens {
 		r := rawGets(e, c.warmStore, 1<<20)
 		cli.Logf("store warm-up (untimed): %.0f windows/s of raw ranged GETs for %.0f s", r.Rate, c.warmStore)
+		e.warmed = true
 	}
 	return e
 }

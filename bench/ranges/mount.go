@@ -11,19 +11,22 @@ import (
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
-// mnt is one dsmount mount of the token file's prefix, on a fresh cache
-// dir.
+// mnt is one dsmount mount of the token file's prefix (or the LMDB's), on
+// a fresh cache dir.
 type mnt struct {
 	m        *testenv.Mount
 	dir, mp  string
-	file     string // the token file through the mount
+	file     string // the token file (or data.mdb) through the mount
 	fastPath string // the mount's fast path (dsmount stats)
 }
 
 // mount mounts s3://bucket/prefix through the proxy on a fresh cache dir
 // under the work directory's name; cacheSize "" leaves the daemon's
 // default.
-func (e *env) mount(name, cacheSize string) *mnt {
+func (e *env) mount(name, cacheSize string) *mnt { return e.mountOf(name, prefix, fileRel, cacheSize) }
+
+// mountOf is mount of s3://bucket/pfx, whose file rel is the mount's file.
+func (e *env) mountOf(name, pfx, rel, cacheSize string) *mnt {
 	c := e.cfg
 	dir := filepath.Join(e.Work, name)
 	mp, cache := filepath.Join(dir, "mnt"), filepath.Join(dir, "cache")
@@ -41,9 +44,9 @@ func (e *env) mount(name, cacheSize string) *mnt {
 	}
 	args = append(args, c.mountArgs...)
 	t0 := time.Now()
-	m := testenv.StartMount(e.T, testenv.MountConfig{Bin: e.Bin, Source: "s3://" + bucket + "/" + prefix, Mountpoint: mp,
+	m := testenv.StartMount(e.T, testenv.MountConfig{Bin: e.Bin, Source: "s3://" + bucket + "/" + pfx, Mountpoint: mp,
 		Env: e.Store.MinIO.Env(c.daemonEnv...), Args: args})
-	mt := &mnt{m: m, dir: dir, mp: mp, file: filepath.Join(mp, fileRel)}
+	mt := &mnt{m: m, dir: dir, mp: mp, file: filepath.Join(mp, filepath.FromSlash(rel))}
 	st := mt.stats(e)
 	mt.fastPath = st.Mount.FastPath
 	cli.Logf("%s: mounted in %v, cache capacity %d bytes, chunk size %d, fast path %s", name, cli.Since(t0), st.Cache.Capacity, st.Cache.ChunkSize, mt.fastPath)

@@ -10,27 +10,55 @@ import (
 
 // pass is one --passes entry: a name, a line for --help, and what it runs,
 // which returns its rows (each naming its reference by ID). A new pass (a
-// declared one, say) is one more entry here and its function.
+// declared one, say) is one more entry here and its function. The LMDB
+// passes (lmdb.go) read an LMDB, not the token file, and are not in the
+// default --passes.
 type pass struct {
 	name, help string
 	run        func(e *env) []row
+	lmdb       bool
 }
 
 // allPasses are the passes, in the order they run (the store passes
 // first: the full pass drops the page cache, MinIO's copy of the object
 // included).
 var allPasses = []pass{
-	{"raw", "ranged GETs of windows, --readers in flight, no filesystem: the reference of the store passes", runRaw},
-	{"quarter", "a mount whose cache holds a quarter of the file (--cache-size), reads undeclared", runQuarter},
-	{"full", "a mount whose cache holds the file, reads undeclared: cold against the raw GETs; then, the file cached whole, from the cache disk and from the page cache, each against the local file", runFull},
+	{"raw", "ranged GETs of windows, --readers in flight, no filesystem: the reference of the store passes", runRaw, false},
+	{"quarter", "a mount whose cache holds a quarter of the file (--cache-size), reads undeclared", runQuarter, false},
+	{"full", "a mount whose cache holds the file, reads undeclared: cold against the raw GETs; then, the file cached whole, from the cache disk and from the page cache, each against the local file", runFull, false},
+	{"lmdb-raw", "ranged GETs of an LMDB's records, --readers in flight, no filesystem: the reference of the LMDB passes", runLMDBRaw, true},
+	{"lmdb-quarter", "a mount of the LMDB whose cache holds a quarter of data.mdb, readers opening it readahead=False (MADV_RANDOM), records by key in a random order", runLMDBQuarter, true},
+	{"lmdb-quarter-ra", "lmdb-quarter with LMDB's default readahead=True", runLMDBQuarterRA, true},
 }
 
+// passNames is the default --passes: those of the token file.
 func passNames() string {
+	var s []string
+	for _, p := range allPasses {
+		if !p.lmdb {
+			s = append(s, p.name)
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+// allNames is every pass's name.
+func allNames() string {
 	var s []string
 	for _, p := range allPasses {
 		s = append(s, p.name)
 	}
 	return strings.Join(s, ",")
+}
+
+// tokenPasses says whether any of passes reads the token file.
+func tokenPasses(passes []string) bool {
+	for _, p := range allPasses {
+		if !p.lmdb && selected(passes, p.name) {
+			return true
+		}
+	}
+	return false
 }
 
 func passHelp() string {
@@ -51,7 +79,7 @@ func parsePasses(s string) ([]string, error) {
 			known = known || p.name == f
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown pass %q (want some of %s)", f, passNames())
+			return nil, fmt.Errorf("unknown pass %q (want some of %s)", f, allNames())
 		}
 		want[f] = true
 	}
@@ -123,7 +151,12 @@ func runFull(e *env) []row {
 // by bound (0: not bounded), and measures the store and, with m, the
 // mount's daemon.
 func (e *env) timed(id, name, path string, bound int64, m *mnt) row {
-	rs := e.startReaders(path, bound)
+	return e.measure(id, name, e.startReaders(path, bound), m)
+}
+
+// measure lets readers rs (ready) read for --seconds and measures the
+// store and, with m, the mount's daemon.
+func (e *env) measure(id, name string, rs *readers, m *mnt) row {
 	s0 := e.storeNow()
 	var d0 daemonSnap
 	if m != nil {
@@ -131,7 +164,7 @@ func (e *env) timed(id, name, path string, bound int64, m *mnt) row {
 	}
 	tot := rs.run(e.cfg.seconds)
 	s1 := e.storeNow()
-	r := row{ID: id, Name: name, Windows: tot.windows, Seconds: e.cfg.seconds, Wall: tot.wall.Seconds(),
+	r := row{ID: id, Name: name, Unit: rs.unit, Windows: tot.windows, UsedBytes: tot.bytes, Seconds: e.cfg.seconds, Wall: tot.wall.Seconds(),
 		StoreBytes: s1.bytes - s0.bytes, StoreGETs: s1.gets - s0.gets,
 		FetchedBytes: -1, DaemonGETs: -1, FUSEReads: -1, DaemonCPU: -1, ClientCPU: -1, Cgroup: &rs.cgNote}
 	if m != nil {
@@ -139,6 +172,10 @@ func (e *env) timed(id, name, path string, bound int64, m *mnt) row {
 		r.DaemonCPU, r.DaemonGETs, r.FetchedBytes, r.FUSEReads = d1.cpu-d0.cpu, d1.gets-d0.gets, d1.fetched-d0.fetched, d1.reads-d0.reads
 	}
 	r.fill(e)
-	cli.Logf("%s: %.0f windows/s (%d windows, %d batches), store %d GETs %.1f MB", name, r.Rate, r.Windows, tot.batches, r.StoreGETs, float64(r.StoreBytes)/1e6)
+	batches := ""
+	if tot.batches > 0 {
+		batches = fmt.Sprintf(", %d batches", tot.batches)
+	}
+	cli.Logf("%s: %.0f %ss/s (%d%s), store %d GETs %.1f MB", name, r.Rate, r.Unit, r.Windows, batches, r.StoreGETs, float64(r.StoreBytes)/1e6)
 	return r
 }

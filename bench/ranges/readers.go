@@ -27,6 +27,7 @@ type readers struct {
 	e     *env
 	cg    *testenv.MemCgroup
 	procs []*readerProc
+	unit  string // what a reader counts: "window" (reader.py) or "record" (lmdb_reader.py)
 	cgNote
 }
 
@@ -46,10 +47,13 @@ type readerProc struct {
 	stderr bytes.Buffer
 }
 
-// readerResult is one reader's JSON line.
+// readerResult is one reader's JSON line: reader.py's windows and
+// batches, or lmdb_reader.py's records and their bytes.
 type readerResult struct {
 	Windows  int64           `json:"windows"`
 	Batches  int64           `json:"batches"`
+	Records  int64           `json:"records"`
+	Bytes    int64           `json:"bytes"`
 	Bad      int64           `json:"bad"`
 	FirstBad json.RawMessage `json:"first_bad"`
 	Elapsed  float64         `json:"elapsed"`
@@ -64,15 +68,24 @@ type readerResult struct {
 // first).
 func (e *env) startReaders(path string, bound int64) *readers {
 	c := e.cfg
+	return e.startProcs(bound, "window", func(r int) []string {
+		return []string{python, e.script, "--path", path, "--seed", strconv.FormatUint(c.seed, 10),
+			"--rng-seed", strconv.FormatInt(c.rngSeed*1000+int64(r), 10), "--batch", strconv.Itoa(c.batch), "--block", strconv.Itoa(c.block)}
+	})
+}
+
+// startProcs starts --readers processes of the command line args(r) as
+// startReaders does (bound likewise); unit is what they count.
+func (e *env) startProcs(bound int64, unit string, args func(r int) []string) *readers {
+	c := e.cfg
 	e.runs++
 	cg, err := testenv.NewMemCgroup(e.T, fmt.Sprintf("benchranges-%d-%d", os.Getpid(), e.runs), 0)
 	if err != nil {
 		e.T.Fatalf("%v", err)
 	}
-	rs := &readers{e: e, cg: cg}
+	rs := &readers{e: e, cg: cg, unit: unit}
 	for r := 0; r < c.readers; r++ {
-		argv := cg.Wrap(python, e.script, "--path", path, "--seed", strconv.FormatUint(c.seed, 10),
-			"--rng-seed", strconv.FormatInt(c.rngSeed*1000+int64(r), 10), "--batch", strconv.Itoa(c.batch), "--block", strconv.Itoa(c.block))
+		argv := cg.Wrap(args(r)...)
 		p := &readerProc{cmd: exec.Command(argv[0], argv[1:]...)}
 		// Killed when this program exits; the signal survives the
 		// wrapper's exec.
@@ -117,10 +130,11 @@ func (e *env) startReaders(path string, bound int64) *readers {
 	return rs
 }
 
-// totals is what the readers did in one timed run.
+// totals is what the readers did in one timed run: windows (or records)
+// and batches, and the records' bytes (0 for windows).
 type totals struct {
-	windows, batches int64
-	wall             time.Duration // from "go" to the last reader's answer
+	windows, batches, bytes int64
+	wall                    time.Duration // from "go" to the last reader's answer
 }
 
 // run lets the readers read for seconds and collects their counts; a
@@ -148,10 +162,11 @@ func (rs *readers) run(seconds float64) totals {
 			t.Fatalf("reader %d: %v, answer %q (cgroup: %+v)\nstderr: %s", r, err, p.out.Text(), st, lastLines(p.stderr.String(), 20))
 		}
 		if res.Bad > 0 {
-			t.Fatalf("reader %d: %d of %d windows had wrong tokens; the first: %s", r, res.Bad, res.Windows, res.FirstBad)
+			t.Fatalf("reader %d: %d of %d %ss were wrong; the first: %s", r, res.Bad, res.Windows+res.Records, rs.unit, res.FirstBad)
 		}
-		tot.windows += res.Windows
+		tot.windows += res.Windows + res.Records
 		tot.batches += res.Batches
+		tot.bytes += res.Bytes
 	}
 	tot.wall = time.Since(start)
 	st, err := rs.cg.Stats()
