@@ -1,20 +1,11 @@
 package ranges
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/dsmount/dsmount/bench/internal/cli"
-	"github.com/dsmount/dsmount/bench/internal/measure"
 )
 
 func runLMDBRaw(e *env) []row {
@@ -64,61 +55,16 @@ func lmdbQuarter(e *env, id string, readahead bool) []row {
 func lmdbGets(e *env, seconds float64, order [][]int) row {
 	c := e.cfg
 	db := e.db
-	key := lmdbPrefix + "/" + lmdbDir + "/data.mdb"
-	var (
-		records, used atomic.Int64
-		failOnce      sync.Once
-		fail          error
-		wg            sync.WaitGroup
-	)
-	s0, cpu0 := e.storeNow(), measure.Self()
-	start := time.Now()
-	deadline := start.Add(time.Duration(seconds * float64(time.Second)))
-	for g := 0; g < c.readers; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, c.lmdb.max+1)
-			for i := 0; time.Now().Before(deadline); i++ {
-				k := order[g][i%len(order[g])]
-				off, n := db.offs[k], db.lns[k]
-				err := func() error {
-					out, err := e.client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
-						Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))})
-					if err != nil {
-						return err
-					}
-					defer out.Body.Close()
-					got, err := io.ReadFull(out.Body, buf)
-					if err != io.ErrUnexpectedEOF {
-						return fmt.Errorf("record %d: %d bytes or more (%v), want %d", k, got, err, n)
-					}
-					if time.Now().After(deadline) {
-						return nil
-					}
-					if err := c.lmdb.checkRecord(c.seed, k, buf[:got]); err != nil {
-						return err
-					}
-					records.Add(1)
-					used.Add(int64(got))
-					return nil
-				}()
-				if err != nil {
-					failOnce.Do(func() { fail = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(start)
-	if fail != nil {
-		e.T.Fatalf("raw ranged GETs of records: %v", fail)
-	}
-	s1 := e.storeNow()
-	r := row{Unit: "record", Windows: records.Load(), UsedBytes: used.Load(), Seconds: seconds, Wall: wall.Seconds(),
-		StoreBytes: s1.bytes - s0.bytes, StoreGETs: s1.gets - s0.gets,
-		FetchedBytes: -1, DaemonGETs: -1, FUSEReads: -1, DaemonCPU: -1, ClientCPU: measure.Self() - cpu0}
+	r := rangedGets(e, seconds, lmdbPrefix+"/"+lmdbDir+"/data.mdb", c.lmdb.max, func(g int) func() span {
+		i := 0
+		return func() span {
+			k := order[g][i%len(order[g])]
+			i++
+			return span{off: db.offs[k], n: db.lns[k], what: fmt.Sprintf("record %d", k),
+				check: func(b []byte) error { return c.lmdb.checkRecord(c.seed, k, b) }}
+		}
+	})
+	r.Unit = "record"
 	r.fill(e)
 	return r
 }

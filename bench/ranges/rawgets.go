@@ -1,18 +1,8 @@
 package ranges
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
-	"github.com/dsmount/dsmount/bench/internal/measure"
 )
 
 // rawGets is the reference: --readers goroutines of this program, each
@@ -24,59 +14,14 @@ func rawGets(e *env, seconds float64, stream uint64) row {
 	c := e.cfg
 	toks := c.block + 1
 	win := window(c)
-	key := prefix + "/" + fileRel
-	var (
-		windows  atomic.Int64
-		failOnce sync.Once
-		fail     error
-		wg       sync.WaitGroup
-	)
-	s0, cpu0 := e.storeNow(), measure.Self()
-	start := time.Now()
-	deadline := start.Add(time.Duration(seconds * float64(time.Second)))
-	for g := 0; g < c.readers; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(c.rngSeed), stream+uint64(g)))
-			buf := make([]byte, win+1)
-			for time.Now().Before(deadline) {
-				i := rng.Uint64N(e.tokens - uint64(c.block))
-				err := func() error {
-					out, err := e.client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key),
-						Range: aws.String(fmt.Sprintf("bytes=%d-%d", 2*i, 2*i+uint64(win)-1))})
-					if err != nil {
-						return err
-					}
-					defer out.Body.Close()
-					n, err := io.ReadFull(out.Body, buf)
-					if err != io.ErrUnexpectedEOF {
-						return fmt.Errorf("window at token %d: %d bytes or more (%v), want %d", i, n, err, win)
-					}
-					if time.Now().After(deadline) {
-						return nil
-					}
-					if err := checkWindow(c.seed, i, buf[:n], toks); err != nil {
-						return err
-					}
-					windows.Add(1)
-					return nil
-				}()
-				if err != nil {
-					failOnce.Do(func() { fail = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(start)
-	if fail != nil {
-		e.T.Fatalf("raw ranged GETs: %v", fail)
-	}
-	s1 := e.storeNow()
-	r := row{Windows: windows.Load(), Seconds: seconds, Wall: wall.Seconds(), StoreBytes: s1.bytes - s0.bytes, StoreGETs: s1.gets - s0.gets,
-		FetchedBytes: -1, DaemonGETs: -1, FUSEReads: -1, DaemonCPU: -1, ClientCPU: measure.Self() - cpu0}
+	r := rangedGets(e, seconds, prefix+"/"+fileRel, win, func(g int) func() span {
+		rng := rand.New(rand.NewPCG(uint64(c.rngSeed), stream+uint64(g)))
+		return func() span {
+			i := rng.Uint64N(e.tokens - uint64(c.block))
+			return span{off: int64(2 * i), n: int64(win), what: fmt.Sprintf("window at token %d", i),
+				check: func(b []byte) error { return checkWindow(c.seed, i, b, toks) }}
+		}
+	})
 	r.fill(e)
 	return r
 }
