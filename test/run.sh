@@ -45,13 +45,13 @@ if [[ ! -e /dev/fuse ]]; then
 	log "warning: /dev/fuse is missing; the mount tests will fail"
 fi
 
-if ! command -v fusermount3 >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1 || ! /usr/bin/python3 -c 'import torch, numpy, PIL, torchvision, matplotlib, pytest, mypy, ensurepip, setuptools, wheel' >/dev/null 2>&1; then
-	log "installing fuse3 (fusermount3, mount.fuse3), systemd (systemd-analyze, for the unit files), Debian's PyTorch, torchvision, Pillow and matplotlib (for the DataLoader and image pipeline tests and the pipeline plot), pytest, mypy, venv, setuptools and wheel (pip install ./python offline and its tests)"
+if ! command -v fusermount3 >/dev/null 2>&1 || ! command -v systemd-analyze >/dev/null 2>&1 || ! /usr/bin/python3 -c 'import torch, numpy, PIL, torchvision, matplotlib, pytest, mypy, ensurepip, setuptools, wheel, lmdb' >/dev/null 2>&1; then
+	log "installing fuse3 (fusermount3, mount.fuse3), systemd (systemd-analyze, for the unit files), Debian's PyTorch, torchvision, Pillow and matplotlib (for the DataLoader and image pipeline tests and the pipeline plot), pytest, mypy, venv, setuptools and wheel (pip install ./python offline and its tests), and python3-lmdb (bench ranges' LMDB scripts)"
 	SUDO=""
 	if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
 	export DEBIAN_FRONTEND=noninteractive
 	$SUDO apt-get update -q
-	$SUDO apt-get install -y -q fuse3 systemd python3-torch python3-numpy python3-pil python3-torchvision python3-matplotlib python3-pytest python3-mypy python3-venv python3-setuptools python3-wheel
+	$SUDO apt-get install -y -q fuse3 systemd python3-torch python3-numpy python3-pil python3-torchvision python3-matplotlib python3-pytest python3-mypy python3-venv python3-setuptools python3-wheel python3-lmdb
 fi
 
 if need_tool DSMOUNT_MINIO "$MINIO_BIN" "the MinIO server into $TOOLS_BIN (one-off, a few minutes)"; then

@@ -33,6 +33,11 @@ var lmdbBuildPy []byte
 //go:embed lmdb_reader.py
 var lmdbReaderPy []byte
 
+// lmdbRecordsPy is the record formula both scripts import.
+//
+//go:embed lmdb_records.py
+var lmdbRecordsPy []byte
+
 // lmdbConfig is the LMDB passes' flags.
 type lmdbConfig struct {
 	records, min, max int
@@ -144,7 +149,8 @@ func (e *env) lmdb() *lmdbSet {
 	db := &lmdbSet{dir: filepath.Join(root, lmdbDir), order: filepath.Join(e.Work, "lmdb-order.bin")}
 	build := filepath.Join(e.Work, "lmdb_build.py")
 	table := filepath.Join(e.Work, "lmdb-table.bin")
-	for path, data := range map[string][]byte{build: lmdbBuildPy, filepath.Join(e.Work, "lmdb_reader.py"): lmdbReaderPy} {
+	for path, data := range map[string][]byte{build: lmdbBuildPy, filepath.Join(e.Work, "lmdb_reader.py"): lmdbReaderPy,
+		filepath.Join(e.Work, "lmdb_records.py"): lmdbRecordsPy} {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			e.T.Fatalf("%v", err)
 		}
