@@ -1,5 +1,5 @@
 // Package control is the wire protocol between dsmount's clients and its
-// daemon, version 2 (Version): the types of both channels, their parsers, and this
+// daemon, version 3 (Version): the types of both channels, their parsers, and this
 // document, which is the protocol's specification. The daemon (fs, for the
 // control entry; internal/daemon, for the socket), the Go CLI
 // (cmd/dsmount) and the Python package (python/dsmount/control.py) all
@@ -54,7 +54,13 @@
 // (each path ended by a NUL byte; no path of a mount holds one), then
 // TableBytes of a path table (NUL-ended paths, named by TableName of
 // these bytes), IndicesBytes and NextIndicesBytes of indices into the
-// table (little-endian uint32). Paths are relative to the mount's root.
+// table (little-endian uint32), then (version 3) RangesBytes and
+// NextRangesBytes of the epoch's and the next epoch's samples as byte
+// ranges of the files that Paths then names: 16 bytes each, little-endian
+// offset uint64, length uint32 and file uint32 (an index into Paths). A
+// declaration of ranges sends a version of 3: a daemon of version 2
+// refuses it whole rather than reading its ranges as paths. Paths are
+// relative to the mount's root.
 // Paths as a JSON array cost the daemon a slow decode and a string
 // each; as a payload, a scan (Buffer).
 //
@@ -139,7 +145,8 @@
 // figures to them.
 package control
 
-// Version is the protocol version this package speaks: 2 since channel
+// Version is the protocol version this package speaks: 3 since order
+// requests may carry ranges (RangesVersion), 2 since channel
 // 1's sessions run over ioctls. A request line of version 1 and 2 reads
 // the same.
-const Version = 2
+const Version = 3

@@ -71,11 +71,34 @@ type Request struct {
 	TableBytes       int    `json:"table_bytes,omitempty"`
 	IndicesBytes     int    `json:"indices_bytes,omitempty"`
 	NextIndicesBytes int    `json:"next_indices_bytes,omitempty"`
+	// RangesBytes and NextRangesBytes (order, version 3) announce the
+	// epoch's and the next epoch's samples as byte ranges of Paths (the
+	// files, then, not the samples): RangeSize bytes each, after the
+	// indices. A declaration of ranges names its files by Paths alone.
+	RangesBytes     int `json:"ranges_bytes,omitempty"`
+	NextRangesBytes int `json:"next_ranges_bytes,omitempty"`
 
 	// Decoded from the payload by Buffer; never sent as JSON.
 	TablePayload         []byte   `json:"-"` // the table sent, if any
 	Indices, NextIndices []uint32 `json:"-"`
+	Ranges, NextRanges   []Range  `json:"-"`
 }
+
+// Range is one declared sample that is a byte range of a file: Length
+// bytes of Paths[File] from Offset. On the wire (RangeSize bytes, little
+// endian): Offset uint64, Length uint32, File uint32.
+type Range struct {
+	Offset int64
+	Length uint32
+	File   uint32
+}
+
+// RangeSize is the bytes of one Range in a payload.
+const RangeSize = 16
+
+// RangesVersion is the first protocol version whose order requests may
+// carry ranges.
+const RangesVersion = 3
 
 // Event is one line of a control response.
 type Event struct {

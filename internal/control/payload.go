@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -108,8 +109,16 @@ func (r *Buffer) Request() (Request, error) {
 	if req.IndicesBytes+req.NextIndicesBytes+req.TableBytes > 0 && req.Table == "" {
 		return Request{}, errors.New("malformed control request: indices or a table with no table name")
 	}
+	if req.RangesBytes+req.NextRangesBytes > 0 {
+		switch {
+		case req.Version < RangesVersion:
+			return Request{}, fmt.Errorf("malformed control request: ranges need protocol version %d, the request says %d", RangesVersion, req.Version)
+		case req.Table != "" || req.NextBytes > 0 || len(req.Next) > 0:
+			return Request{}, errors.New("malformed control request: ranges name their files by paths alone (no table, no next paths)")
+		}
+	}
 	parts := req.payloadParts()
-	var pieces [5][]byte
+	var pieces [len(parts)][]byte
 	payload := r.buf[r.line:]
 	for i, n := range parts {
 		pieces[i], payload = payload[:n], payload[n:]
@@ -134,12 +143,50 @@ func (r *Buffer) Request() (Request, error) {
 	if req.NextIndices, err = decodeIndices(pieces[4]); err != nil {
 		return Request{}, err
 	}
+	if req.Ranges, err = DecodeRanges(pieces[5]); err != nil {
+		return Request{}, err
+	}
+	if req.NextRanges, err = DecodeRanges(pieces[6]); err != nil {
+		return Request{}, err
+	}
 	return req, nil
 }
 
 // payloadParts are the lengths of the payload's parts, in order.
-func (req *Request) payloadParts() [5]int {
-	return [5]int{req.PathsBytes, req.NextBytes, req.TableBytes, req.IndicesBytes, req.NextIndicesBytes}
+func (req *Request) payloadParts() [7]int {
+	return [7]int{req.PathsBytes, req.NextBytes, req.TableBytes, req.IndicesBytes, req.NextIndicesBytes, req.RangesBytes, req.NextRangesBytes}
+}
+
+// DecodeRanges reads RangeSize-byte ranges (Range). Offsets past
+// math.MaxInt64 are refused here; whether a range lies in its file is
+// the daemon's to check.
+func DecodeRanges(b []byte) ([]Range, error) {
+	if len(b)%RangeSize != 0 {
+		return nil, fmt.Errorf("malformed control request: %d bytes of ranges, not a multiple of %d", len(b), RangeSize)
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	out := make([]Range, len(b)/RangeSize)
+	for i := range out {
+		r := b[RangeSize*i:]
+		off := binary.LittleEndian.Uint64(r)
+		if off > math.MaxInt64 {
+			return nil, fmt.Errorf("malformed control request: range %d's offset %d is past any file's end", i, off)
+		}
+		out[i] = Range{Offset: int64(off), Length: binary.LittleEndian.Uint32(r[8:]), File: binary.LittleEndian.Uint32(r[12:])}
+	}
+	return out, nil
+}
+
+// AppendRanges appends rs in the payload's encoding.
+func AppendRanges(b []byte, rs []Range) []byte {
+	for _, r := range rs {
+		b = binary.LittleEndian.AppendUint64(b, uint64(r.Offset))
+		b = binary.LittleEndian.AppendUint32(b, r.Length)
+		b = binary.LittleEndian.AppendUint32(b, r.File)
+	}
+	return b
 }
 
 // decodeIndices reads little-endian uint32s.

@@ -70,6 +70,7 @@ func FuzzRequest(f *testing.F) {
 	f.Add(encodeOrder(f, Request{Op: "order", Job: "j", Epoch: 2}, []string{"a/b", "c"}, []string{"d"}), 5)
 	f.Add([]byte(`{"op":"warm","paths":["x"]}`+"\n"), 0)
 	f.Add([]byte(`{"op":"order","paths_bytes":2}`+"\na\x00"), 30)
+	f.Add(encodeRanges(f, []string{"t.bin"}, []Range{{Offset: 8192, Length: 2050}}, nil), 40)
 	f.Fuzz(func(t *testing.T, b []byte, cut int) {
 		r := NewBuffer(1 << 20)
 		cut = min(max(cut, 0), len(b))
@@ -89,6 +90,81 @@ func FuzzRequest(f *testing.F) {
 			want := strings.Split(string(payload[:req.PathsBytes]), "\x00")
 			if !slices.Equal(req.Paths, want[:len(want)-1]) {
 				t.Fatalf("paths %q from payload %q", req.Paths, payload[:req.PathsBytes])
+			}
+		}
+	})
+}
+
+func encodeRanges(t testing.TB, files []string, cur, next []Range) []byte {
+	var p []byte
+	for _, s := range files {
+		p = append(append(p, s...), 0)
+	}
+	rc, rn := AppendRanges(nil, cur), AppendRanges(nil, next)
+	req := Request{Version: RangesVersion, Op: "order", Job: "j", PathsBytes: len(p), RangesBytes: len(rc), NextRangesBytes: len(rn)}
+	line, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Concat(line, []byte{'\n'}, p, rc, rn)
+}
+
+func TestRangesPayload(t *testing.T) {
+	files := []string{"train.bin", "val.bin"}
+	cur := []Range{{Offset: 0, Length: 2050, File: 0}, {Offset: 1 << 40, Length: 1, File: 1}, {Offset: 7, Length: 0, File: 9}}
+	next := []Range{{Offset: 4096, Length: 16384, File: 1}}
+	b := encodeRanges(t, files, cur, next)
+	for _, cut := range []int{0, 1, len(b) / 2, len(b) - 1, len(b)} {
+		var r Buffer
+		if !r.Add(b[:cut]) && !r.Add(b[cut:]) {
+			t.Fatalf("cut %d: not complete", cut)
+		}
+		req, err := r.Request()
+		if err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+		if !slices.Equal(req.Paths, files) || !slices.Equal(req.Ranges, cur) || !slices.Equal(req.NextRanges, next) {
+			t.Fatalf("cut %d: %q %+v %+v", cut, req.Paths, req.Ranges, req.NextRanges)
+		}
+	}
+	// The daemon checks whether a range lies in its file; the parser
+	// refuses what no daemon could read.
+	huge := AppendRanges(nil, []Range{{Offset: 1, Length: 1}})
+	huge[7] = 0x80 // offset 2^63+1
+	for name, bad := range map[string][]byte{
+		"not a whole range":   []byte(`{"version":3,"op":"order","paths_bytes":2,"ranges_bytes":15}` + "\na\x00" + strings.Repeat("\x00", 15)),
+		"an old version":      []byte(`{"version":2,"op":"order","paths_bytes":2,"ranges_bytes":16}` + "\na\x00" + strings.Repeat("\x00", 16)),
+		"ranges and a table":  []byte(`{"version":3,"op":"order","table":"t","ranges_bytes":16}` + "\n" + strings.Repeat("\x00", 16)),
+		"ranges and next":     []byte(`{"version":3,"op":"order","paths_bytes":2,"next_bytes":2,"ranges_bytes":16}` + "\na\x00b\x00" + strings.Repeat("\x00", 16)),
+		"an offset past 2^63": append([]byte(`{"version":3,"op":"order","paths_bytes":2,"ranges_bytes":16}`+"\na\x00"), huge...),
+	} {
+		var r Buffer
+		if !r.Add(bad) {
+			t.Errorf("%s: not complete", name)
+			continue
+		}
+		if _, err := r.Request(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// FuzzRanges: a ranges payload is refused or decoded to ranges that
+// encode back to the same bytes.
+func FuzzRanges(f *testing.F) {
+	f.Add(AppendRanges(nil, []Range{{Offset: 4096, Length: 2050, File: 3}}))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rs, err := DecodeRanges(b)
+		if err != nil {
+			return
+		}
+		if got := AppendRanges(nil, rs); !bytes.Equal(got, b) {
+			t.Fatalf("%x decoded to %+v, encoded back as %x", b, rs, got)
+		}
+		for _, r := range rs {
+			if r.Offset < 0 {
+				t.Fatalf("negative offset from %x", b)
 			}
 		}
 	})

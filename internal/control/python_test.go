@@ -40,6 +40,7 @@ const systemPython = "/usr/bin/python3"
 // DSMOUNT_PROTOCOL_SPEC).
 type pySpec struct {
 	Version   int    `json:"version"`
+	RangeSize int    `json:"range_size"`
 	EntryName string `json:"entry_name"`
 	// The session's ioctls (session.go).
 	IoctlSend uint32   `json:"ioctl_send"`
@@ -336,7 +337,7 @@ func eventLine(t *testing.T, ev Event) string {
 
 func buildSpec(t *testing.T) pySpec {
 	b := &specBuilder{t: t, types: map[string]map[string]pyField{}, goTyp: map[string]reflect.Type{}}
-	spec := pySpec{Version: Version, EntryName: EntryName, Types: b.types,
+	spec := pySpec{Version: Version, RangeSize: RangeSize, EntryName: EntryName, Types: b.types,
 		IoctlSend: IoctlSend, IoctlRecv: IoctlRecv, ChunkSize: ChunkSize, ChunkData: ChunkData}
 	spec.Request = b.object(reflect.TypeFor[Request]())
 	spec.Event = b.object(reflect.TypeFor[Event]())
@@ -409,6 +410,9 @@ type pyRequest struct {
 		TablePaths  []string `json:"table_paths"`
 		Indices     []uint32 `json:"indices"`
 		NextIndices []uint32 `json:"next_indices"`
+		// Ranges as [offset, length, file] each.
+		Ranges     [][3]int64 `json:"ranges"`
+		NextRanges [][3]int64 `json:"next_ranges"`
 	} `json:"expect"`
 }
 
@@ -519,10 +523,20 @@ func checkPythonRequests(t *testing.T, path string) {
 		e := r.Expect
 		if req.Op != e.Op || req.Job != e.Job || req.Epoch != e.Epoch || req.End != e.End || req.Table != e.Table ||
 			!slices.Equal(req.Paths, e.Paths) || !slices.Equal(req.Next, e.Next) || !slices.Equal(table, e.TablePaths) ||
-			!slices.Equal(req.Indices, e.Indices) || !slices.Equal(req.NextIndices, e.NextIndices) {
+			!slices.Equal(req.Indices, e.Indices) || !slices.Equal(req.NextIndices, e.NextIndices) ||
+			!slices.Equal(rangeTriples(req.Ranges), e.Ranges) || !slices.Equal(rangeTriples(req.NextRanges), e.NextRanges) {
 			t.Errorf("%s: the daemon reads op %q job %q epoch %d end %v table %q paths %q next %q table paths %q indices %v next %v;\nthe client meant %+v",
 				r.Case, req.Op, req.Job, req.Epoch, req.End, req.Table, req.Paths, req.Next, table, req.Indices, req.NextIndices, e)
 		}
 	}
 	t.Logf("%d requests of the Python client parsed by Buffer", len(reqs))
+}
+
+// rangeTriples is rs as the Python test writes what it meant.
+func rangeTriples(rs []Range) [][3]int64 {
+	var out [][3]int64
+	for _, r := range rs {
+		out = append(out, [3]int64{r.Offset, int64(r.Length), int64(r.File)})
+	}
+	return out
 }

@@ -29,7 +29,7 @@ that ``from dsmount import *`` works without torch.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .control import (CONTROL_NAME, CachedFiles, Client, DsmountError, PathTable, declare_order, end_job,
+from .control import (CONTROL_NAME, CachedFiles, Client, DsmountError, PathTable, declare_order, declare_ranges, end_job,
                       find_mount_root, relative_path, stats)
 from .frameworks import follow_accelerate
 from .loaders import pil_loader, read_bytes
@@ -64,6 +64,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CONTROL_NAME", "CachedFiles", "Client", "DsmountError", "OrderedSampler", "PathTable",
-    "declare_order", "default_job_name", "end_job", "find_mount_root", "follow_accelerate",
+    "declare_order", "declare_ranges", "default_job_name", "end_job", "find_mount_root", "follow_accelerate",
     "pil_loader", "read_bytes", "relative_path", "stats",
 ]

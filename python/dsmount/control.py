@@ -391,6 +391,37 @@ class Client:
             req["next_indices_bytes"] = len(nxt)
         return _order(self._with_table(req, table, cur + nxt))
 
+    def declare_ranges(self, job: str, epoch: int, files: Sequence[AnyPath], file_index: Any, offsets: Any,
+                       lengths: Any, next: Optional[Tuple[Any, Any, Any]] = None) -> JSONObject:
+        """Declare ``job``'s samples for ``epoch`` as byte ranges of ``files``.
+
+        Sample ``i`` is ``lengths[i]`` bytes of ``files[file_index[i]]`` from
+        ``offsets[i]``, in the order the job will read them; the three are
+        equal-length integer sequences or numpy arrays. ``next`` is epoch
+        ``epoch + 1``'s ``(file_index, offsets, lengths)``. Returns the
+        daemon's ``order`` result, like :meth:`declare_order`; a range past
+        its file's end, of length 0, or of a path that is no file of the
+        mount refuses the whole declaration.
+        """
+        if not job:
+            raise DsmountError("declare_ranges: a job name is required")
+        epoch = int(epoch)
+        if epoch < 0:
+            raise DsmountError("declare_ranges: epoch %d is negative" % epoch)
+        names = [self._relative(p) for p in files]
+        if not names:
+            raise DsmountError("declare_ranges: no files")
+        if any("\0" in p for p in names):
+            raise DsmountError("declare_ranges: a file name holds a NUL")
+        cur = _ranges_bytes(file_index, offsets, lengths, len(names))
+        nxt = _ranges_bytes(*next, len(names)) if next is not None else b""
+        paths = _nul_joined(names)
+        req: JSONObject = {"version": RANGES_VERSION, "op": "order", "job": str(job), "epoch": epoch,
+                           "paths_bytes": len(paths), "ranges_bytes": len(cur)}
+        if nxt:
+            req["next_ranges_bytes"] = len(nxt)
+        return _order(self.request(req, paths + cur + nxt))
+
     def cached(self, table: PathTable) -> "CachedFiles":
         """Return which files of ``table`` are wholly in this node's cache.
 
@@ -490,6 +521,61 @@ def _indices_bytes(indices: Iterable[int]) -> bytes:
     return a.tobytes()
 
 
+#: The protocol version whose order requests may carry ranges.
+RANGES_VERSION = 3
+#: One range in a payload: offset uint64, length uint32, file uint32,
+#: little-endian.
+RANGE_SIZE = 16
+_RANGE = struct.Struct("<QII")
+
+
+def _ranges_bytes(file_index: Any, offsets: Any, lengths: Any, files: int) -> bytes:
+    """The ranges' payload; a sequence of another length, a negative
+    number or a file index past ``files`` raises DsmountError."""
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+    if np is not None:
+        fi = np.asarray(file_index)
+        off = np.asarray(offsets)
+        ln = np.asarray(lengths)
+        if not (fi.ndim == off.ndim == ln.ndim == 1) or not (len(fi) == len(off) == len(ln)):
+            raise DsmountError("declare_ranges: file_index, offsets and lengths must be 1-D and of one length, not %s, %s and %s"
+                               % (fi.shape, off.shape, ln.shape))
+        for name, a in (("file_index", fi), ("offsets", off), ("lengths", ln)):
+            if len(a) and a.dtype.kind not in "iu":
+                raise DsmountError("declare_ranges: %s holds %s, not integers" % (name, a.dtype))
+            if len(a) and int(a.min()) < 0:
+                raise DsmountError("declare_ranges: %s holds a negative number" % name)
+        if len(fi) and int(fi.max()) >= files:
+            raise DsmountError("declare_ranges: file index %d, but only %d files" % (int(fi.max()), files))
+        if len(ln) and int(ln.max()) >= 1 << 32:
+            raise DsmountError("declare_ranges: a length of %d bytes; at most 4 GiB - 1" % int(ln.max()))
+        # Four little-endian uint32 columns: the offset's low and high
+        # halves, the length, the file.
+        off = off.astype(np.uint64)
+        rec = np.empty((len(fi), 4), dtype="<u4")
+        rec[:, 0] = off & 0xFFFFFFFF
+        rec[:, 1] = off >> np.uint64(32)
+        rec[:, 2] = ln
+        rec[:, 3] = fi
+        return rec.tobytes()
+    fi, off, ln = list(file_index), list(offsets), list(lengths)
+    if not (len(fi) == len(off) == len(ln)):
+        raise DsmountError("declare_ranges: file_index, offsets and lengths differ in length (%d, %d, %d)" % (len(fi), len(off), len(ln)))
+    out = bytearray(RANGE_SIZE * len(fi))
+    for i, (f, o, n) in enumerate(zip(fi, off, ln)):
+        if f < 0 or o < 0 or n < 0:
+            raise DsmountError("declare_ranges: range %d holds a negative number" % i)
+        if f >= files:
+            raise DsmountError("declare_ranges: file index %d, but only %d files" % (f, files))
+        if n >= 1 << 32:
+            raise DsmountError("declare_ranges: a length of %d bytes; at most 4 GiB - 1" % n)
+        _RANGE.pack_into(out, RANGE_SIZE * i, o, n, f)
+    return bytes(out)
+
+
 def _nul_joined(paths: Sequence[str]) -> bytes:
     """The paths, each ended by a NUL byte, as UTF-8 (surrogate escapes
     give back the bytes of a name that is not UTF-8)."""
@@ -554,6 +640,19 @@ def declare_order(mountpoint: StrPath, job: str, epoch: int, paths: Iterable[Any
     daemon refuses it (empty order, no job name, none of the paths exist).
     """
     return Client(mountpoint).declare_order(job, epoch, paths, next_paths)
+
+
+def declare_ranges(files: Sequence[AnyPath], file_index: Any, offsets: Any, lengths: Any, *, job: str, epoch: int,
+                   next: Optional[Tuple[Any, Any, Any]] = None) -> JSONObject:
+    """Declare ``job``'s samples for ``epoch`` as byte ranges of ``files``.
+
+    ``files`` are paths on one dsmount mount; see :meth:`Client.declare_ranges`.
+    :func:`end_job` ends the job, as for files.
+    """
+    if not files:
+        raise DsmountError("declare_ranges: no files")
+    root = find_mount_root(os.fsdecode(os.fspath(files[0])))
+    return Client(root).declare_ranges(job, epoch, files, file_index, offsets, lengths, next)
 
 
 def end_job(mountpoint: StrPath, job: str) -> bool:

@@ -40,12 +40,13 @@ RECORDED = []  # the requests written, for the Go test: {"case", "raw", "expect"
 #: Request's fields that announce a part of the payload, in payload order
 #: (internal/control/doc.go). test_payload_parts_are_the_go_ones checks
 #: that Go's Request has exactly these.
-PAYLOAD_PARTS = ("paths_bytes", "next_bytes", "table_bytes", "indices_bytes", "next_indices_bytes")
+PAYLOAD_PARTS = ("paths_bytes", "next_bytes", "table_bytes", "indices_bytes", "next_indices_bytes", "ranges_bytes",
+                 "next_ranges_bytes")
 _NUL_ENDED = {"paths_bytes", "next_bytes", "table_bytes"}
 
 #: The Client methods this module covers; a new one fails
 #: test_every_client_call_is_covered until a case here drives it.
-COVERED = {"request", "declare_order", "declare_indices", "end_job", "stats", "cached"}
+COVERED = {"request", "declare_order", "declare_indices", "declare_ranges", "end_job", "stats", "cached"}
 
 _SOURCES = [os.path.join(os.path.dirname(control.__file__), name) for name in ("control.py", "sampler.py")]
 
@@ -258,6 +259,8 @@ class ProtocolTest(unittest.TestCase):
                 part, payload = payload[:n], payload[n:]
                 if k in _NUL_ENDED:
                     self.assertTrue(not part or part.endswith(b"\0"), "%s: %s part does not end with a NUL" % (where, k))
+                elif k in ("ranges_bytes", "next_ranges_bytes"):
+                    self.assertEqual(n % SPEC["range_size"], 0, "%s: %s %d is no number of ranges" % (where, k, n))
                 else:
                     self.assertEqual(n % 4, 0, "%s: %s %d is no number of uint32s" % (where, k, n))
             RECORDED.append({"case": where, "raw": base64.b64encode(bytes(s.written)).decode(), "expect": expect})
@@ -315,6 +318,21 @@ class CallTest(ProtocolTest):
             d,
             {"op": "order", "job": "job1", "epoch": 3, "paths": ["a.jpg", "d/ü c.jpg"], "next": ["b.jpg"]},
             {"op": "order", "job": "job1", "epoch": 0, "paths": ["a.jpg"]})
+
+    def test_declare_ranges(self):
+        c, d = self.client([self.line("order")], [self.line("order")])
+        res = c.declare_ranges("tok", 2, ["train.bin", "/mnt/ds/val.bin"], [1, 0], [1 << 40, 4096], [2050, 16384],
+                               next=([0], [7], [1]))
+        self.assertEqual(res, self.decoded("order", "order"))
+        c.declare_ranges("tok", 3, ["train.bin"], [0], [0], [2050])
+        for bad in (([2], [0], [1]), ([0], [-1], [1]), ([0, 0], [0], [1]), ([0], [0], [1 << 32])):
+            with self.assertRaises(DsmountError):
+                c.declare_ranges("tok", 4, ["train.bin", "val.bin"], *bad)
+        self.check_requests(
+            d,
+            {"op": "order", "job": "tok", "epoch": 2, "paths": ["train.bin", "val.bin"],
+             "ranges": [[1 << 40, 2050, 1], [4096, 16384, 0]], "next_ranges": [[7, 1, 0]]},
+            {"op": "order", "job": "tok", "epoch": 3, "paths": ["train.bin"], "ranges": [[0, 2050, 0]]})
 
     def test_declare_order_with_a_nul(self):
         # A NUL would split a path in the payload: sent as JSON instead.
