@@ -73,7 +73,7 @@ func (s *Source) readRange(ctx context.Context, obj backend.Object, dst []byte, 
 	defer cancel()
 	c := s.c
 	c.stats.fetchesInFlight.Add(1)
-	got, err := s.b.ReadAt(backend.WithUrgency(ctx, func() bool { return true }), obj, dst, off)
+	got, err := s.fetch.ReadAt(backend.WithUrgency(ctx, func() bool { return true }), obj, dst, off)
 	c.stats.fetchesInFlight.Add(-1)
 	if got == len(dst) && err == io.EOF {
 		err = nil

@@ -23,8 +23,11 @@ const fetchTimeout = 2 * time.Minute
 // Invariant: once Close has returned, no flight started through this Source
 // is running, so its backend may be closed.
 type Source struct {
-	c     *Cache
-	b     backend.Backend
+	c *Cache
+	b backend.Backend
+	// fetch reads b's objects and range objects (backend.RangeOf) alike:
+	// a declared range of a big file is cached as an object of its own.
+	fetch backend.Backend
 	id    string
 	stats counters // this source's share of hits and misses
 
@@ -46,7 +49,7 @@ var errSourceClosed = fmt.Errorf("%w: its mount is closing", ErrClosed)
 // over the same store share cached chunks.
 func (c *Cache) Source(b backend.Backend) *Source {
 	ctx, cancel := context.WithCancel(c.ctx)
-	return &Source{c: c, b: b, id: b.ID(), ctx: ctx, cancel: cancel}
+	return &Source{c: c, b: b, fetch: backend.WithRanges(b), id: b.ID(), ctx: ctx, cancel: cancel}
 }
 
 // Close cancels the flights started through s (prefetches included), waits
@@ -433,7 +436,7 @@ func (s *Source) flightLoad(meta record.Meta, obj backend.Object, idx int, f *ch
 	c.stats.fetchesInFlight.Add(1)
 	defer c.stats.fetchesInFlight.Add(-1)
 	start := time.Now()
-	got, err := s.b.ReadAt(ctx, obj, buf, off)
+	got, err := s.fetch.ReadAt(ctx, obj, buf, off)
 	c.log.Debug("cache: fetched", "key", obj.Key, "chunk", idx, "bytes", got, "took", time.Since(start), "foreground", f.Foreground(), "err", err)
 	c.fetch.gate.Release()
 	// Only a bare io.EOF is the backend's end-of-object signal; a wrapped

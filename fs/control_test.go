@@ -116,7 +116,7 @@ func TestControlEntry(t *testing.T) {
 
 			oneError(t, "an unknown op", ask(t, sv.dir, `{"op":"launch"}`), `unknown control op "launch"`, "")
 			oneError(t, "a malformed line", ask(t, sv.dir, `{"op":`), "malformed control request", "")
-			oneError(t, "version 3", ask(t, sv.dir, `{"op":"stats","version":3}`), "version 3", control.CodeUnsupportedVersion)
+			oneError(t, "version 4", ask(t, sv.dir, `{"op":"stats","version":4}`), "version 4", control.CodeUnsupportedVersion)
 			if len(callers) != 0 {
 				t.Errorf("a refused request reached the stats hook")
 			}

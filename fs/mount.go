@@ -83,9 +83,12 @@ type Mount struct {
 	// dev is the mount's device number (st_dev of its root), which names
 	// its FUSE connection under /sys/fs/fuse/connections; set by Serve.
 	dev uint64
-	// readaheadBounded is set once random reads of a file bigger than
-	// the cache have lowered the mount's kernel readahead (random.go).
-	readaheadBounded atomic.Bool
+	// readaheadBound is the mount's kernel readahead in KiB once random
+	// reads or declared ranges of a file bigger than the cache have
+	// lowered it (random.go); 0 until then.
+	readaheadBound atomic.Int32
+	// ranges are the jobs' declared ranges of files, by file (ranges.go).
+	ranges declaredRanges
 	// fastPath holds the FastPath in force: decided in New (auto), demoted
 	// to off in Serve if passthrough fails its probe, while the kernel may
 	// already be opening files.

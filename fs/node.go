@@ -231,7 +231,10 @@ func (n *node) Read(ctx context.Context, f gofs.FileHandle, dest []byte, off int
 	defer n.m.readsActive.Add(-1)
 	var got int
 	var err error
-	if n.seq != nil && n.seq.Observe(off, int64(len(dest))) {
+	var listBuf [2]*fileSpans
+	if lists := n.m.ranges.of(n.e.idx, listBuf[:0]); len(lists) > 0 {
+		got, err = n.m.readDeclared(ctx, obj, lists, dest, off)
+	} else if n.seq != nil && n.seq.Observe(off, int64(len(dest))) {
 		got, err = n.m.src.ReadAtStream(ctx, obj, dest, off)
 	} else if n.seq != nil && n.seq.Random() {
 		n.m.randomRead(obj)

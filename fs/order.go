@@ -56,11 +56,19 @@ func (m *Mount) order(ctx context.Context, req control.Request, c Caller, emit f
 		return
 	}
 	if req.End {
-		emit(control.Event{Type: "result", Order: &control.OrderResult{Job: req.Job, Ended: m.ra.End(req.Job, c.UID, c.Privileged)}})
+		ended := m.ra.End(req.Job, c.UID, c.Privileged)
+		if ended {
+			m.ranges.set(c.UID, req.Job, nil)
+		}
+		emit(control.Event{Type: "result", Order: &control.OrderResult{Job: req.Job, Ended: ended}})
 		return
 	}
 	if req.Epoch < 0 || req.Epoch > maxEpoch {
 		fail(fmt.Errorf("order: epoch %d is outside 0..%d", req.Epoch, maxEpoch))
+		return
+	}
+	if len(req.Ranges)+len(req.NextRanges) > 0 {
+		m.orderRanges(req, c, emit)
 		return
 	}
 	byIndex := req.Table != ""
@@ -104,29 +112,43 @@ func (m *Mount) order(ctx context.Context, req control.Request, c Caller, emit f
 		fail(fmt.Errorf("order: none of the %d %s is a file of this mount (first: %s)", nCur, what, res.SkippedExamples[0]))
 		return
 	}
-	pid := c.PID
-	if req.PID != 0 {
-		// Another user's process would take that user's reads from its
-		// jobs: only one's own may be named.
-		if !c.Privileged {
-			if err := ownsProcess(c.UID, req.PID); err != nil {
-				fail(fmt.Errorf("order: --pid %d: %w", req.PID, err))
-				return
-			}
-		}
-		pid = req.PID
-	} else if req.Anonymous {
-		pid = 0
+	pid, err := declaringPID(req, c)
+	if err != nil {
+		fail(err)
+		return
 	}
-	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, Objects: m.tree, Pusher: m, PID: max(pid, 0),
+	got, err := m.ra.Declare(readahead.Declaration{Job: req.Job, Epoch: req.Epoch, Current: cur, Next: next, Objects: m.tree, Pusher: m, PID: pid,
 		Owner: c.UID, Override: c.Privileged})
 	if err != nil {
 		fail(fmt.Errorf("order: job %q: %w", req.Job, err))
 		return
 	}
+	// Files now: the job's ranges of an earlier epoch, if any, are no
+	// longer what its readers read.
+	m.ranges.set(c.UID, req.Job, nil)
 	res.Declared, res.NextDeclared, res.Duplicates = got.Current, got.Next, got.Duplicates
 	m.log.Info("order declared", "job", req.Job, "epoch", req.Epoch, "files", got.Current, "next", got.Next, "skipped", res.Skipped, "duplicates", got.Duplicates)
 	emit(control.Event{Type: "result", Order: res})
+}
+
+// declaringPID is the process whose reads (its own and its descendants')
+// are the job's: the declaring process, the one the request names
+// (--pid), or none.
+func declaringPID(req control.Request, c Caller) (int, error) {
+	switch {
+	case req.PID != 0:
+		// Another user's process would take that user's reads from its
+		// jobs: only one's own may be named.
+		if !c.Privileged {
+			if err := ownsProcess(c.UID, req.PID); err != nil {
+				return 0, fmt.Errorf("order: --pid %d: %w", req.PID, err)
+			}
+		}
+		return max(req.PID, 0), nil
+	case req.Anonymous:
+		return 0, nil
+	}
+	return max(c.PID, 0), nil
 }
 
 // orderItems resolves declared paths to files, counting what it skips.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dsmount/dsmount/backend"
 	"github.com/dsmount/dsmount/cache"
+	"github.com/dsmount/dsmount/readahead"
 )
 
 // Pushing a declared order's cached files into the kernel's page cache.
@@ -88,9 +89,13 @@ func (n *node) OnForget() {
 	}
 }
 
-// pushReq is one file to push, and whom to tell how it went.
+// pushReq is one item to push, and whom to tell how it went: file ref
+// (a tree index) whole, or where obj is set, the range object obj stored
+// at at in file ref.
 type pushReq struct {
 	ref  uint32
+	obj  backend.Object
+	at   int64
 	done func(pushed bool)
 }
 
@@ -101,11 +106,17 @@ type pusher struct {
 	queue chan pushReq
 }
 
-// Push queues file ref (a tree index, as declared orders name files) to
-// be pushed into the kernel's page cache, and calls done once, from the
-// mount's push goroutine, with whether it was. It returns false, and
-// never calls done, when the queue is full or the mount closed.
-func (m *Mount) Push(ref uint32, done func(pushed bool)) bool {
+// Push queues item ref of objs (a file's tree index, or a declared range
+// of one: rangeObjects) to be pushed into the kernel's page cache, and
+// calls done once, from the mount's push goroutine, with whether it was.
+// It returns false, and never calls done, when the queue is full or the
+// mount closed.
+func (m *Mount) Push(objs readahead.Objects, ref uint32, done func(pushed bool)) bool {
+	req := pushReq{ref: ref, done: done}
+	if ro, ok := objs.(*rangeObjects); ok && ref&rangeRef != 0 {
+		d := ro.ranges[ref&^rangeRef]
+		req = pushReq{ref: d.file, obj: ro.Object(ref), at: d.off, done: done}
+	}
 	p := &m.push
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -117,7 +128,7 @@ func (m *Mount) Push(ref uint32, done func(pushed bool)) bool {
 	}
 	p.startLocked(m.pushLoop)
 	select {
-	case p.queue <- pushReq{ref, done}:
+	case p.queue <- req:
 		return true
 	default:
 		return false
@@ -180,7 +191,7 @@ func (m *Mount) pushLoop() {
 				return
 			}
 		}
-		n, obj, ok := m.pushable(req.ref)
+		n, obj, ok := m.pushable(req)
 		if !ok {
 			req.done(false)
 			continue
@@ -197,7 +208,7 @@ func (m *Mount) pushLoop() {
 				m.log.Debug("push: batched read refused", "key", obj.Key, "err", err)
 			}
 		}
-		req.done(m.pushOne(n, obj, buf))
+		req.done(m.pushOne(n, obj, req.at, buf))
 	}
 }
 
@@ -209,7 +220,7 @@ func (m *Mount) pushFinished(batch *cache.Batch) *cache.Batch {
 	done, err := batch.Wait()
 	for _, d := range done {
 		t := d.Tag.(pushTag)
-		ok := d.Err == nil && m.store(t.n, d.Data)
+		ok := d.Err == nil && m.store(t.n, t.req.at, d.Data)
 		batch.Release(d)
 		t.req.done(ok)
 	}
@@ -223,25 +234,32 @@ func (m *Mount) pushFinished(batch *cache.Batch) *cache.Batch {
 	return nil
 }
 
-// pushable is file ref's node and object, if it may be pushed.
-func (m *Mount) pushable(ref uint32) (*node, backend.Object, bool) {
-	if m.FastPathMode() == FastPathPassthrough {
+// pushable is the node of req's file and the object to push into it, if
+// it may be pushed.
+func (m *Mount) pushable(req pushReq) (*node, backend.Object, bool) {
+	// A passthrough open of a wholly cached file reads past the page
+	// cache. A file with ranges declared is bigger than the cache: never
+	// wholly cached, never opened so.
+	if req.obj.Key == "" && m.FastPathMode() == FastPathPassthrough {
 		return nil, backend.Object{}, false
 	}
-	n := m.known.get(ref)
+	n := m.known.get(req.ref)
 	if n == nil {
 		return nil, backend.Object{}, false
 	}
-	obj := n.obj()
+	obj := req.obj
+	if obj.Key == "" {
+		obj = n.obj()
+	}
 	if obj.Size == 0 || obj.Size > maxPush {
 		return nil, backend.Object{}, false
 	}
 	return n, obj, true
 }
 
-// pushOne reads n's file (obj) from the cache alone, into buf, and
-// stores it.
-func (m *Mount) pushOne(n *node, obj backend.Object, buf []byte) bool {
+// pushOne reads obj (n's file, or a range of it at at) from the cache
+// alone, into buf, and stores it.
+func (m *Mount) pushOne(n *node, obj backend.Object, at int64, buf []byte) bool {
 	got, err := m.src.ReadCached(obj, buf[:obj.Size], 0)
 	if err != nil {
 		if !errors.Is(err, cache.ErrNotCached) {
@@ -249,12 +267,13 @@ func (m *Mount) pushOne(n *node, obj backend.Object, buf []byte) bool {
 		}
 		return false
 	}
-	return m.store(n, buf[:got])
+	return m.store(n, at, buf[:got])
 }
 
-// store writes data, the whole of n's file, into its inode's page cache.
-func (m *Mount) store(n *node, data []byte) bool {
-	switch errno := n.WriteCache(0, data); errno {
+// store writes data, n's file's bytes from at (its whole file, or a
+// range object's pages), into its inode's page cache.
+func (m *Mount) store(n *node, at int64, data []byte) bool {
+	switch errno := n.WriteCache(at, data); errno {
 	case 0:
 		m.pushed.Add(1)
 		return true

@@ -61,6 +61,13 @@ type Declaration struct {
 	// Pusher, if set, puts the order's cached files into the kernel's
 	// page cache ahead of the readers (push.go).
 	Pusher Pusher
+	// PushFetched pushes each item of the push window as soon as
+	// prefetch has fetched it, not only those cached when the window
+	// reaches them: for ranges of files bigger than the cache, where
+	// nothing is cached ahead but what prefetch brings, and a range the
+	// readers fault on unpushed costs the kernel's readahead around it
+	// from the store.
+	PushFetched bool
 	// PID is the declaring process, if known: reads by it and its
 	// descendants (loader workers) are attributed to this job alone.
 	PID int
@@ -114,7 +121,7 @@ func (m *Mount) Declare(d Declaration) (Declared, error) {
 	} else {
 		curOrder = newOrder(d.Epoch, cur, d.Objects)
 	}
-	j.push.pusher = d.Pusher
+	j.push.pusher, j.push.eager = d.Pusher, d.PushFetched
 	j.start(curOrder, now)
 	j.pid = d.PID
 	j.anyReader = d.Override

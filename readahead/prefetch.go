@@ -350,6 +350,9 @@ func (r *Registry) prefetch(pj prefetchJob) {
 			// would never leave the map and, evicted, count as unread.
 			if p, ok := pj.j.cur.posOf(pj.it.ID); !ok || !pj.j.read[p] {
 				pj.j.fetchedAhead[pj.it.ID] = struct{}{}
+				if ok {
+					r.pushFetched(pj.j, int(p))
+				}
 			}
 		}
 	} else if !errors.Is(err, cache.ErrClosed) && r.ctx.Err() == nil {

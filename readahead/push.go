@@ -1,15 +1,16 @@
 package readahead
 
-// Pusher puts a cached file's bytes into the kernel's page cache for the
+// Pusher puts a cached item's bytes into the kernel's page cache for the
 // mount's file, so that its readers' read of it is a page-cache hit that
 // never reaches the daemon (the file system's FUSE_NOTIFY_STORE). Push
-// queues file ref and returns at once: false, never calling done, if it
-// can take no more now; otherwise done is called once, later and from
-// another goroutine (never from within Push), with whether the file was
-// pushed (one not cached, or that the kernel holds no inode for, is left
-// to the readers' own read).
+// queues item ref of objs (the order's Objects: a file, or a range of
+// one) and returns at once: false, never calling done, if it can take no
+// more now; otherwise done is called once, later and from another
+// goroutine (never from within Push), with whether the item was pushed
+// (one not cached, or that the kernel holds no inode for, is left to the
+// readers' own read).
 type Pusher interface {
-	Push(ref uint32, done func(pushed bool)) bool
+	Push(objs Objects, ref uint32, done func(pushed bool)) bool
 }
 
 // Pushing a declared job's cached files ahead of its readers.
@@ -34,6 +35,9 @@ const (
 // pushes are a job's pushing state; Registry.mu guards them.
 type pushes struct {
 	pusher Pusher
+	// eager: push each item of the window once prefetched
+	// (Declaration.PushFetched).
+	eager bool
 	// scan is where pushing resumes in the current order.
 	scan int
 	// done marks the positions pushed (a bit each); count is how many
@@ -81,7 +85,7 @@ func (r *Registry) queuePushes() {
 			if p%pushEvery == pushEvery-1 || j.read[p] {
 				continue
 			}
-			if !ps.pusher.Push(o.items[p].Ref, r.pushed(j, o, p)) {
+			if !ps.pusher.Push(o.objs, o.items[p].Ref, r.pushed(j, o, p)) {
 				break
 			}
 		}
@@ -103,4 +107,19 @@ func (r *Registry) pushed(j *job, o *order, p int) func(bool) {
 			ps.count++
 		}
 	}
+}
+
+// pushFetched pushes position p of job j's current order, just
+// prefetched, if the job pushes eagerly and p is in its push window and
+// neither a position left for the readers nor read or pushed already.
+// r.mu is held.
+func (r *Registry) pushFetched(j *job, p int) {
+	ps := &j.push
+	if ps.pusher == nil || !ps.eager || r.cfg.NoPrefetch || r.cfg.NoPush {
+		return
+	}
+	if p <= j.head || p >= j.head+1+pushSpan(j) || p%pushEvery == pushEvery-1 || (p < len(j.read) && j.read[p]) || ps.pushed(p) {
+		return
+	}
+	ps.pusher.Push(j.cur.objs, j.cur.items[p].Ref, r.pushed(j, j.cur, p))
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsmount/dsmount/internal/control"
 	"github.com/dsmount/dsmount/test/testenv"
 )
 
@@ -100,5 +101,110 @@ func TestRandomWindowsOfABigFile(t *testing.T) {
 		readers*batches*perBatch, read, fetched, ratio, after.RangesFetched-before.RangesFetched, after.ChunksFetched-before.ChunksFetched)
 	if ratio > 128 {
 		t.Errorf("store bytes %.1fx the bytes read; want at most 128x", ratio)
+	}
+}
+
+// TestDeclaredWindowsOfABigFile: a job declares its random 2,050-byte
+// windows of a token file four times the cache's size, in the order its
+// readers then read them through mmaps (a new mapping per batch, its
+// pages dropped after). Every byte read is right, the declared windows
+// were fetched ahead (prefetched items, pushed pages), and the store
+// served at most 4 times the bytes read: the windows' pages, not the
+// kernel's readahead around them nor chunks.
+func TestDeclaredWindowsOfABigFile(t *testing.T) {
+	const (
+		fileSize = 64 << 20
+		window   = 2050
+		readers  = 4
+		batches  = 40
+		perBatch = 12
+	)
+	src := t.TempDir()
+	_, data := tokenFile(t, src, fileSize)
+	mp := t.TempDir()
+	testenv.StartMount(t, testenv.MountConfig{Bin: dsmountBin, Source: src, Mountpoint: mp,
+		Args: []string{"--cache-dir", t.TempDir(), "--cache-size", "16M"}})
+	// The order: batch b is read by reader b%readers, its windows in turn.
+	rng := rand.New(rand.NewPCG(46, 2))
+	offs := make([]int64, batches*perBatch)
+	ranges := make([]control.Range, len(offs))
+	for i := range offs {
+		offs[i] = int64(rng.IntN(fileSize - window))
+		ranges[i] = control.Range{Offset: offs[i], Length: window}
+	}
+	// The job has its file open (the kernel holds its inode) as it
+	// declares, as a training script that sized its windows by it has.
+	held, err := os.Open(filepath.Join(mp, "train.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	var res *control.OrderResult
+	err = control.Call(t.Context(), mp, control.Request{Op: control.OpOrder, Job: "tokens", Anonymous: true,
+		Paths: []string{"train.bin"}, Ranges: ranges}, func(e control.Event) error {
+		res = e.Order
+		return nil
+	})
+	if err != nil || res == nil || res.Declared != len(ranges)-res.Duplicates {
+		t.Fatalf("declare: %+v, %v", res, err)
+	}
+	before := testenv.Stats(t, dsmountBin, mp)
+
+	var wg sync.WaitGroup
+	errs := make(chan string, readers)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := r; b < batches; b += readers {
+				f, err := os.Open(filepath.Join(mp, "train.bin"))
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				m, err := syscall.Mmap(int(f.Fd()), 0, fileSize, syscall.PROT_READ, syscall.MAP_SHARED)
+				if err != nil {
+					f.Close()
+					errs <- err.Error()
+					return
+				}
+				for _, off := range offs[b*perBatch : (b+1)*perBatch] {
+					if !bytes.Equal(m[off:off+window], data[off:off+window]) {
+						errs <- "wrong bytes in a window"
+						break
+					}
+				}
+				syscall.Munmap(m)
+				// Only this batch's pages: the next batches' are pushed.
+				for _, off := range offs[b*perBatch : (b+1)*perBatch] {
+					unix.Fadvise(int(f.Fd()), off, window, unix.FADV_DONTNEED)
+				}
+				f.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	after := testenv.Stats(t, dsmountBin, mp)
+	read := int64(len(offs) * window)
+	fetched := after.Cache.BytesFetched - before.Cache.BytesFetched
+	ratio := float64(fetched) / float64(read)
+	var job control.JobStats
+	for _, j := range after.Mount.Jobs {
+		if j.Name == "tokens" {
+			job = j
+		}
+	}
+	t.Logf("%d windows (%d bytes): the store served %d bytes (%.2fx), %d ranged GETs, %d chunks; job: %d read, %d prefetched, %d prefetch hits, %d pushed, %d stalls",
+		len(offs), read, fetched, ratio, after.Cache.RangesFetched-before.Cache.RangesFetched, after.Cache.ChunksFetched-before.Cache.ChunksFetched,
+		job.TotalReads, job.Prefetched, job.PrefetchHits, job.Pushed, job.Stalls)
+	if ratio > 4 {
+		t.Errorf("store bytes %.2fx the bytes read; want at most 4x", ratio)
+	}
+	if job.Prefetched == 0 {
+		t.Errorf("no declared window was prefetched: %+v", job)
 	}
 }

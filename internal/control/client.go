@@ -166,7 +166,7 @@ func movePathsToPayload(req *Request) []byte {
 }
 
 // encodePayload moves req's paths into the payload (movePathsToPayload)
-// and appends its table and indices after them, in doc.go's order,
+// and appends its table, indices and ranges after them, in doc.go's order,
 // setting the lengths that announce each.
 func encodePayload(req *Request) []byte {
 	payload := movePathsToPayload(req)
@@ -182,6 +182,14 @@ func encodePayload(req *Request) []byte {
 			payload = binary.LittleEndian.AppendUint32(payload, i)
 		}
 		*ix.n = 4 * len(ix.list)
+	}
+	if len(req.Ranges)+len(req.NextRanges) > 0 {
+		req.Version = max(req.Version, RangesVersion)
+		n := len(payload)
+		payload = AppendRanges(payload, req.Ranges)
+		req.RangesBytes = len(payload) - n
+		payload = AppendRanges(payload, req.NextRanges)
+		req.NextRangesBytes = len(payload) - n - req.RangesBytes
 	}
 	return payload
 }

@@ -217,7 +217,7 @@ func TestMalformedRequests(t *testing.T) {
 	r := newRig(t, nil)
 	for _, line := range []string{
 		"not json", `{"source":"/data","mountpoint":"relative"}`, `{"source":"data","mountpoint":"/m"}`,
-		`{"source":"/data","mountpoint":"/m","fast_path":"warp"}`, `{"version":3,"source":"/data","mountpoint":"/m"}`,
+		`{"source":"/data","mountpoint":"/m","fast_path":"warp"}`, `{"version":4,"source":"/data","mountpoint":"/m"}`,
 		`{"source":"/data","mountpoint":"/m","cache_size":-1}`,
 	} {
 		conn, err := dialSocket(filepath.Join(r.dir, control.SocketName))
