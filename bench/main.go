@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/dsmount/dsmount/bench/cold"
+	"github.com/dsmount/dsmount/bench/gpu"
 	"github.com/dsmount/dsmount/bench/hot"
 	"github.com/dsmount/dsmount/bench/internal/cli"
 	"github.com/dsmount/dsmount/bench/jobs"
@@ -40,6 +41,7 @@ func subcommands() []subcommand {
 		{"nodes", nodes.Summary, nodes.Main},
 		{"scale", scale.Summary, scale.Main},
 		{"ranges", ranges.Summary, ranges.Main},
+		{"gpu", gpu.Summary, gpu.Main},
 	}
 }
 
