@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# bench gpu on a machine without Go (docs/gpu.md), in two halves:
+#
+#   bash bench/gpu/device.sh prepare
+#       Here, with Go: builds into .gpu/ (ignored through .git/info/exclude)
+#       what the other machine needs: the bench binary (linux/amd64, static,
+#       stripped), and dsmount, MinIO and toxiproxy compressed with xz (MinIO
+#       alone is 112 MB stripped: xz brings the four to about 42 MB, under a
+#       64 MiB carry limit). Prints the size of what travels.
+#
+#   bash bench/gpu/device.sh run OUTDIR [bench gpu flags...]
+#       There: needs bash, python3 with torch and torchvision, coreutils; no
+#       Go, no network, nothing installed. Probes the machine, unpacks the
+#       binaries (Python's lzma, else xz), runs the StagingLoader CUDA tests,
+#       then `bench gpu` with every pass under a deadline, and writes into
+#       OUTDIR: gpu.log (everything), gpu.json (the results, rewritten
+#       after each pass), cuda-tests.log. Without CUDA it runs the same
+#       code on the CPU with a tiny model and a few hundred images. Work
+#       files go to .gpu-work/ in the checkout (on its disk, not a tmpfs),
+#       removed at the end. PYTHON picks the Python (default python3).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+REPO="$PWD"
+GPU="$REPO/.gpu"
+WORK="$REPO/.gpu-work"
+
+log() { printf '==> %s %s\n' "$(date +%T)" "$*"; }
+die() { log "$*"; exit 1; }
+
+# compress SRC DST: strip a copy of SRC and write it xz-compressed to DST,
+# unless DST is newer than SRC already.
+compress() {
+	local src=$1 dst=$2
+	if [[ -f $dst && $dst -nt $src ]]; then
+		log "$dst is up to date"
+		return
+	fi
+	local tmp
+	tmp="$(mktemp)"
+	cp "$src" "$tmp"
+	strip "$tmp" 2>/dev/null || true # Go binaries built with -s -w are stripped already
+	xz -T0 -6 -c "$tmp" >"$dst.tmp"
+	mv "$dst.tmp" "$dst"
+	rm -f "$tmp"
+	log "$dst: $(stat -c %s "$dst") bytes (from $(stat -c %s "$src"))"
+}
+
+prepare() {
+	command -v go >/dev/null || die "prepare needs Go"
+	command -v xz >/dev/null || die "prepare needs xz (apt-get install xz-utils)"
+	mkdir -p "$GPU"
+	local exclude
+	exclude="$(git rev-parse --git-path info/exclude)"
+	mkdir -p "$(dirname "$exclude")"
+	for p in /.gpu/ /.gpu-work/; do
+		grep -qxF "$p" "$exclude" 2>/dev/null || echo "$p" >>"$exclude"
+	done
+	export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
+	log "go build ./bench -> .gpu/bench"
+	go build -trimpath -ldflags='-s -w' -o "$GPU/bench" ./bench
+	log "go build ./cmd/dsmount -> .gpu/dsmount.xz"
+	go build -trimpath -ldflags='-s -w' -o "$GPU/dsmount.bin" ./cmd/dsmount
+	compress "$GPU/dsmount.bin" "$GPU/dsmount.xz"
+	rm -f "$GPU/dsmount.bin"
+	local tools="${HOME:-/root}/.cache/dsmount-tools/bin"
+	local minio="${DSMOUNT_MINIO:-$tools/minio}" toxi="${DSMOUNT_TOXIPROXY:-$tools/toxiproxy-server}"
+	if [[ -x $minio && -x $toxi ]]; then
+		compress "$minio" "$GPU/minio.xz"
+		compress "$toxi" "$GPU/toxiproxy-server.xz"
+	else
+		log "no MinIO or toxiproxy at $minio, $toxi (test/run.sh builds them): the minio pass will be skipped there"
+		rm -f "$GPU/minio.xz" "$GPU/toxiproxy-server.xz"
+	fi
+	(cd "$GPU" && sha256sum bench ./*.xz >SHA256SUMS)
+	local tree carried
+	tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+	carried=$(du -cb "$GPU" | tail -1 | cut -f1)
+	log "what travels: the tracked tree $tree bytes + .gpu $carried bytes = $((tree + carried)) bytes ($(((tree + carried) >> 20)) MiB; the limit is 64 MiB)"
+	git status --porcelain --untracked-files=all | grep '^??' && log "untracked files above travel too" || true
+}
+
+# unpack NAME: .gpu/NAME.xz into $WORK/bin/NAME, with Python's lzma or xz.
+unpack() {
+	local src="$GPU/$1.xz" dst="$WORK/bin/$1"
+	[[ -f $src ]] || return 1
+	"$PY" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 20)' "$src" "$dst" 2>/dev/null ||
+		xz -dc "$src" >"$dst" || return 1
+	chmod +x "$dst"
+}
+
+probe() {
+	log "probe"
+	echo "date: $(date -u)"
+	echo "kernel: $(uname -srm); uid $(id -u); $(nproc) CPUs"
+	free -g | sed 's/^/  /'
+	echo "disk under the work dir:"
+	df -hT "$REPO" | sed 's/^/  /'
+	echo "/dev/fuse: $(ls -l /dev/fuse 2>&1)"
+	echo "fusermount3: $(command -v fusermount3 || echo 'missing (as root dsmount mounts with mount(2) itself)')"
+	echo "drop_caches: $([[ -w /proc/sys/vm/drop_caches ]] && echo writable || echo 'not writable (fadvise instead)')"
+	echo "nvidia-smi:"
+	timeout 20 nvidia-smi 2>&1 | sed 's/^/  /' || echo "  (nvidia-smi failed or is missing)"
+	"$PY" - <<'EOF' 2>&1 | sed 's/^/  /'
+import sys
+print("python", sys.version.split()[0], sys.executable)
+for m in ("torch", "torchvision", "PIL", "numpy", "lzma"):
+    try:
+        mod = __import__(m)
+        print(m, getattr(mod, "__version__", "ok"))
+    except Exception as e:
+        print(m, "MISSING:", e)
+import torch
+print("cuda available:", torch.cuda.is_available(), "cuda", torch.version.cuda)
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    print("device 0:", p.name, "%.0f GiB" % (p.total_memory / 2**30), "bf16:", torch.cuda.is_bf16_supported())
+EOF
+}
+
+run() {
+	local out=${1:?usage: device.sh run OUTDIR [bench gpu flags...]}
+	shift
+	mkdir -p "$out"
+	out="$(cd "$out" && pwd)"
+	PY="${PYTHON:-python3}"
+	exec > >(tee "$out/gpu.log") 2>&1
+	local t0=$SECONDS
+	probe
+	[[ -x $GPU/bench ]] || die "no .gpu/bench: run 'bash bench/gpu/device.sh prepare' where Go is, and carry .gpu"
+	if [[ -f $GPU/SHA256SUMS ]] && command -v sha256sum >/dev/null; then
+		(cd "$GPU" && sha256sum --quiet -c SHA256SUMS) || die ".gpu does not match its SHA256SUMS"
+	fi
+	# A leftover work tree (an earlier run killed midway) may hold a mount.
+	grep -F " $WORK/" /proc/mounts | cut -d' ' -f2 | while read -r m; do umount -l "$m" || true; done
+	rm -rf "$WORK"
+	mkdir -p "$WORK/bin" "$WORK/tmp"
+	local args=(--repo "$REPO" --python "$PY" --json "$out/gpu.json" --deadline 290s)
+	if unpack dsmount; then
+		args+=(--dsmount "$WORK/bin/dsmount")
+	else
+		log "no dsmount: the dsmount passes will be skipped"
+		args+=(--dsmount /nonexistent/dsmount)
+	fi
+	local env=(TMPDIR="$WORK/tmp")
+	if unpack minio && unpack toxiproxy-server; then
+		env+=(DSMOUNT_MINIO="$WORK/bin/minio" DSMOUNT_TOXIPROXY="$WORK/bin/toxiproxy-server")
+	else
+		log "no MinIO or toxiproxy in .gpu: the minio pass will be skipped"
+		env+=(DSMOUNT_MINIO=/nonexistent/minio DSMOUNT_TOXIPROXY=/nonexistent/toxiproxy-server)
+	fi
+	log "binaries unpacked in $((SECONDS - t0)) s"
+	if "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+		log "CUDA: the full sweep"
+	else
+		log "no CUDA: the same passes on the CPU, with a tiny model and 400 images"
+		args+=(--model tiny --batch 16 --crop 112 --images 400 --classes 10 --workers 1,2 --minio-workers 2 --seconds 2 --check)
+	fi
+	log "StagingLoader's CUDA tests (python/tests/test_staging_cuda.py)"
+	(cd "$REPO/python" && PYTHONDONTWRITEBYTECODE=1 timeout 120 "$PY" -m unittest -v tests.test_staging_cuda tests.test_staging) \
+		>"$out/cuda-tests.log" 2>&1 && log "CUDA tests: OK" || log "CUDA tests: FAILED"
+	tail -n 30 "$out/cuda-tests.log"
+	log "bench gpu ${args[*]} $*"
+	local rc=0
+	env "${env[@]}" timeout -k 15 315 "$GPU/bench" gpu "${args[@]}" "$@" || rc=$?
+	log "bench gpu exited $rc after $((SECONDS - t0)) s in all"
+	grep -F " $WORK/" /proc/mounts | cut -d' ' -f2 | while read -r m; do umount -l "$m" || true; done
+	if [[ -z ${KEEP_WORK:-} ]] && ! grep -qF " $WORK/" /proc/mounts; then rm -rf "$WORK"; fi
+	return $rc
+}
+
+case "${1:-}" in
+prepare) prepare ;;
+run)
+	shift
+	run "$@"
+	;;
+*)
+	echo "usage: bash bench/gpu/device.sh prepare | run OUTDIR [bench gpu flags...]" >&2
+	exit 2
+	;;
+esac
