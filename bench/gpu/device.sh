@@ -89,6 +89,14 @@ unpack() {
 	chmod +x "$dst"
 }
 
+# unmount_leftovers detaches any mount under $WORK.
+unmount_leftovers() {
+	local m
+	for m in $(grep -F " $WORK/" /proc/mounts | cut -d' ' -f2 || true); do
+		umount -l "$m" || true
+	done
+}
+
 probe() {
 	log "probe"
 	echo "date: $(date -u)"
@@ -99,6 +107,16 @@ probe() {
 	echo "/dev/fuse: $(ls -l /dev/fuse 2>&1)"
 	echo "fusermount3: $(command -v fusermount3 || echo 'missing (as root dsmount mounts with mount(2) itself)')"
 	echo "drop_caches: $([[ -w /proc/sys/vm/drop_caches ]] && echo writable || echo 'not writable (fadvise instead)')"
+	# The DataLoader's workers hand batches over in /dev/shm: 14 workers
+	# with 2 batches of 256 decoded 224 px images each hold about 1 GB. A
+	# container's default of 64 MB kills them with a bus error.
+	local shm
+	shm=$(df -k --output=size /dev/shm 2>/dev/null | tail -1 | tr -d ' ' || echo 0)
+	echo "/dev/shm: $((shm >> 10)) MiB"
+	if ((shm < 8 << 20)); then
+		mount -o remount,size=16g /dev/shm 2>&1 && echo "/dev/shm remounted with 16 GiB" ||
+			echo "/dev/shm is small and could not be grown: runs with many workers may fail"
+	fi
 	echo "nvidia-smi:"
 	timeout 20 nvidia-smi 2>&1 | sed 's/^/  /' || echo "  (nvidia-smi failed or is missing)"
 	"$PY" - <<'EOF' 2>&1 | sed 's/^/  /'
@@ -131,8 +149,7 @@ run() {
 	if [[ -f $GPU/SHA256SUMS ]] && command -v sha256sum >/dev/null; then
 		(cd "$GPU" && sha256sum --quiet -c SHA256SUMS) || die ".gpu does not match its SHA256SUMS"
 	fi
-	# A leftover work tree (an earlier run killed midway) may hold a mount.
-	grep -F " $WORK/" /proc/mounts | cut -d' ' -f2 | while read -r m; do umount -l "$m" || true; done
+	unmount_leftovers # an earlier run killed midway may have left a mount
 	rm -rf "$WORK"
 	mkdir -p "$WORK/bin" "$WORK/tmp"
 	local args=(--repo "$REPO" --python "$PY" --json "$out/gpu.json" --deadline 290s)
@@ -164,7 +181,7 @@ run() {
 	local rc=0
 	env "${env[@]}" timeout -k 15 315 "$GPU/bench" gpu "${args[@]}" "$@" || rc=$?
 	log "bench gpu exited $rc after $((SECONDS - t0)) s in all"
-	grep -F " $WORK/" /proc/mounts | cut -d' ' -f2 | while read -r m; do umount -l "$m" || true; done
+	unmount_leftovers
 	if [[ -z ${KEEP_WORK:-} ]] && ! grep -qF " $WORK/" /proc/mounts; then rm -rf "$WORK"; fi
 	return $rc
 }

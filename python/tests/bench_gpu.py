@@ -193,10 +193,12 @@ class Server:
                                              job="benchgpu")
             sampler.set_epoch(int(cmd.get("epoch", 0)))
         workers = int(cmd["workers"])
-        loader = DataLoader(ds, batch_size=a.batch, sampler=sampler, num_workers=workers, pin_memory=self.cuda,
-                            persistent_workers=False)
-        staged = dsmount.StagingLoader(loader, self.dev)
         warmup, seconds, max_batches = int(cmd.get("warmup", 0)), float(cmd.get("seconds", 0)), int(cmd.get("max_batches", 0))
+        # A bounded pass drops the epoch's last, short batch: a new shape
+        # would cost cuDNN a round of autotuning inside the window.
+        loader = DataLoader(ds, batch_size=a.batch, sampler=sampler, num_workers=workers, pin_memory=self.cuda,
+                            persistent_workers=False, drop_last=seconds > 0 or max_batches > 0)
+        staged = dsmount.StagingLoader(loader, self.dev)
         got, wait, busy, n, batches = [], 0.0, 0.0, 0, 0
         it = iter(staged)
         t_start = time.perf_counter() if warmup == 0 else None
@@ -227,7 +229,7 @@ class Server:
         el = time.perf_counter() - t_start if t_start is not None else 0.0
         if cmd.get("declare"):
             sampler.end()
-        whole = len(got) == len(ds)
+        whole = len(got) == len(ds)  # a whole epoch: each image once
         res = {"images": n, "seconds": el, "images_per_s": n / el if el > 0 else 0.0,
                "wait_share": wait / (wait + busy) if wait + busy > 0 else 0.0, "batches": batches,
                "warmup_batches": min(i, warmup), "dataset": len(ds), "consumed": len(got), "whole_epoch": whole,
