@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"time"
@@ -76,7 +78,7 @@ func (b *bench) sweep() {
 	}
 	if b.cached != nil {
 		if err := b.cached.m.StopErr(); err != nil {
-			b.t.Fatalf("stopping the mount: %v", err)
+			cli.Logf("stopping the mount: %v", err)
 		}
 	}
 }
@@ -125,9 +127,18 @@ func (b *bench) mountCached() string {
 		return reason
 	}
 	t0 := time.Now()
-	rep, res := testenv.Warm(b.t, b.bin, 10*time.Minute, m.dir)
+	// Not testenv.Warm: a failed warm skips the mount's passes, not the
+	// local ones.
+	res := testenv.RunCLI(b.bin, nil, 10*time.Minute, "warm", m.dir, "--json")
+	var rep testenv.WarmReport
+	if res.ExitCode != 0 {
+		return fmt.Sprintf("dsmount warm: exit %d: %s", res.ExitCode, oneLine(res.Stderr))
+	}
+	if err := testenv.DecodeJSONObject(res.Stdout, &rep); err != nil {
+		return fmt.Sprintf("dsmount warm --json: %v", err)
+	}
 	if rep.CacheFull || rep.ChunksNotCached > 0 {
-		return fmt.Sprintf("dsmount warm left %d chunks uncached (cache full: %v): %s", rep.ChunksNotCached, rep.CacheFull, res.Stderr)
+		return fmt.Sprintf("dsmount warm left %d chunks uncached (cache full: %v): %s", rep.ChunksNotCached, rep.CacheFull, oneLine(res.Stderr))
 	}
 	b.res.WarmSeconds = time.Since(t0).Seconds()
 	cli.Logf("mount %s: warmed %d files, %.1f MB, in %v", m.dir, rep.Files, float64(rep.Bytes)/1e6, cli.Since(t0))
@@ -206,7 +217,7 @@ func (b *bench) run(row *passRow, root string, declare bool) {
 		warmup = max(1, row.Workers)
 	}
 	r, err := b.py.call(map[string]any{"op": "pass", "root": root, "workers": row.Workers, "epoch": b.epochs, "declare": declare,
-		"seconds": b.cfg.seconds, "warmup": warmup}, 10*time.Minute)
+		"seconds": b.cfg.seconds, "warmup": warmup}, b.passTimeout())
 	if err != nil {
 		row.Error = err.Error()
 		return
@@ -219,6 +230,15 @@ func (b *bench) run(row *passRow, root string, declare bool) {
 	if mounted {
 		row.SourceBytes = b.sourceBytes(root) - st0
 	}
+}
+
+// passTimeout bounds a pass's answer: a server that hangs (a DataLoader
+// stuck) is killed rather than eating the deadline of everything after it.
+func (b *bench) passTimeout() time.Duration {
+	if b.cfg.seconds == 0 {
+		return 30 * time.Minute // whole epochs: as long as the dataset takes
+	}
+	return 2*time.Minute + time.Duration(10*b.cfg.seconds*float64(time.Second))
 }
 
 // sourceBytes is what the mount at root has read from its source so far
@@ -235,9 +255,14 @@ func (b *bench) sourceBytes(root string) int64 {
 // of the images in MinIO behind toxiproxy; with a local pass of the same
 // workers first where the sweep had none.
 func (b *bench) minio() {
-	for _, bin := range []string{testenv.MinIOBinary(), testenv.ToxiproxyBinary()} {
-		if st, err := os.Stat(bin); err != nil || st.IsDir() {
-			b.skip(passMinIO, 0, fmt.Sprintf("no MinIO or toxiproxy binary (%s: %v): set DSMOUNT_MINIO and DSMOUNT_TOXIPROXY", bin, err))
+	// Both must run here: a binary built elsewhere against a newer glibc
+	// exits at once, and StartStore would end the whole run.
+	for _, c := range [][]string{{testenv.MinIOBinary(), "--version"}, {testenv.ToxiproxyBinary(), "-version"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, err := exec.CommandContext(ctx, c[0], c[1]).CombinedOutput()
+		cancel()
+		if err != nil {
+			b.skip(passMinIO, 0, fmt.Sprintf("%s %s: %v: %s (set DSMOUNT_MINIO and DSMOUNT_TOXIPROXY)", c[0], c[1], err, oneLine(string(out))))
 			return
 		}
 	}
@@ -276,7 +301,7 @@ func (b *bench) minio() {
 		}
 		b.record(row)
 		if err := m.m.StopErr(); err != nil {
-			b.t.Fatalf("stopping the minio mount: %v", err)
+			cli.Logf("stopping the minio mount: %v", err)
 		}
 	}
 }

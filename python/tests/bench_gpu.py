@@ -197,7 +197,8 @@ class Server:
         # A bounded pass drops the epoch's last, short batch: a new shape
         # would cost cuDNN a round of autotuning inside the window.
         loader = DataLoader(ds, batch_size=a.batch, sampler=sampler, num_workers=workers, pin_memory=self.cuda,
-                            persistent_workers=False, drop_last=seconds > 0 or max_batches > 0)
+                            persistent_workers=False, drop_last=seconds > 0 or max_batches > 0,
+                            timeout=120 if workers > 0 else 0)  # a stuck worker fails the pass, not the run
         staged = dsmount.StagingLoader(loader, self.dev)
         got, wait, busy, n, batches = [], 0.0, 0.0, 0, 0
         it = iter(staged)
