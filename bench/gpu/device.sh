@@ -4,9 +4,10 @@
 #   bash bench/gpu/device.sh prepare
 #       Here, with Go: builds into .gpu/ (ignored through .git/info/exclude)
 #       what the other machine needs: the bench binary (linux/amd64, static,
-#       stripped), and dsmount, MinIO and toxiproxy compressed with xz (MinIO
-#       alone is 112 MB stripped: xz brings the four to about 42 MB, under a
-#       64 MiB carry limit). Prints the size of what travels.
+#       stripped), and dsmount, MinIO and toxiproxy (all static) compressed
+#       with xz (MinIO alone is over 100 MB stripped: xz brings the four to
+#       about 50 MB, under a 64 MiB carry limit). Prints the size of what
+#       travels. DSMOUNT_MINIO and DSMOUNT_TOXIPROXY pick other binaries.
 #
 #   bash bench/gpu/device.sh run OUTDIR [bench gpu flags...]
 #       There: needs bash, python3 with torch and torchvision, coreutils; no
@@ -63,13 +64,27 @@ prepare() {
 	go build -trimpath -ldflags='-s -w' -o "$GPU/dsmount.bin" ./cmd/dsmount
 	compress "$GPU/dsmount.bin" "$GPU/dsmount.xz"
 	rm -f "$GPU/dsmount.bin"
-	local tools="${HOME:-/root}/.cache/dsmount-tools/bin"
-	local minio="${DSMOUNT_MINIO:-$tools/minio}" toxi="${DSMOUNT_TOXIPROXY:-$tools/toxiproxy-server}"
+	# MinIO and toxiproxy as test/run.sh pins them, but static
+	# (CGO_ENABLED=0): test/run.sh's builds link glibc 2.34's symbols,
+	# which the other machine may not have. One-off, about 5 minutes.
+	local static="${HOME:-/root}/.cache/dsmount-tools/static" minio toxi
+	minio="${DSMOUNT_MINIO:-$static/minio}" toxi="${DSMOUNT_TOXIPROXY:-$static/toxiproxy-server}"
+	if [[ -z ${DSMOUNT_MINIO:-} && ! -x $minio ]]; then
+		log "building a static MinIO into $static (one-off, about 5 minutes)"
+		(cd / && CGO_ENABLED=0 GOFLAGS= GOWORK=off GOBIN="$static" go install -trimpath -ldflags='-s -w' \
+			"$(sed -n 's/^MINIO_MODULE="\(.*\)"$/\1/p' "$REPO/test/run.sh")") || log "the static MinIO build failed"
+	fi
+	if [[ -z ${DSMOUNT_TOXIPROXY:-} && ! -x $toxi ]]; then
+		log "building a static toxiproxy into $static"
+		(cd / && CGO_ENABLED=0 GOFLAGS= GOWORK=off GOBIN="$static" go install -trimpath -ldflags='-s -w' \
+			"$(sed -n 's/^TOXIPROXY_MODULE="\(.*\)"$/\1/p' "$REPO/test/run.sh")" && mv "$static/server" "$toxi") ||
+			log "the static toxiproxy build failed"
+	fi
 	if [[ -x $minio && -x $toxi ]]; then
 		compress "$minio" "$GPU/minio.xz"
 		compress "$toxi" "$GPU/toxiproxy-server.xz"
 	else
-		log "no MinIO or toxiproxy at $minio, $toxi (test/run.sh builds them): the minio pass will be skipped there"
+		log "no MinIO or toxiproxy at $minio, $toxi: the minio pass will be skipped there"
 		rm -f "$GPU/minio.xz" "$GPU/toxiproxy-server.xz"
 	fi
 	(cd "$GPU" && sha256sum bench ./*.xz >SHA256SUMS)
