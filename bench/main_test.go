@@ -26,6 +26,8 @@ func TestRun(t *testing.T) {
 		{args: []string{"jobs", "--declare", "maybe"}, code: 2, stderr: "bench jobs: --declare", stderrOneLine: true},
 		{args: []string{"pipeline", "--workers", "two"}, code: 2, stderr: "bench pipeline: --workers", stderrOneLine: true},
 		{args: []string{"scale", "--skip", "nope"}, code: 2, stderr: "bench scale: --skip", stderrOneLine: true},
+		{args: []string{"gpu", "--workers", "1,x"}, code: 2, stderr: "bench gpu: --workers", stderrOneLine: true},
+		{args: []string{"gpu", "--passes", "local,nfs"}, code: 2, stderr: `bench gpu: --passes: unknown pass "nfs"`, stderrOneLine: true},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)

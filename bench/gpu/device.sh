@@ -13,7 +13,8 @@
 #       There: needs bash, python3 with torch and torchvision, coreutils; no
 #       Go, no network, nothing installed. Probes the machine, unpacks the
 #       binaries (Python's lzma, else xz), runs the StagingLoader CUDA tests,
-#       then `bench gpu` with every pass under a deadline, and writes into
+#       then `bench gpu` with every pass under a deadline (all of it in
+#       under 6 minutes), and writes into
 #       OUTDIR: gpu.log (everything), gpu.json (the results, rewritten
 #       after each pass), cuda-tests.log. Without CUDA it runs the same
 #       code on the CPU with a tiny model and a few hundred images. Work
@@ -133,7 +134,7 @@ probe() {
 			echo "/dev/shm is small and could not be grown: runs with many workers may fail"
 	fi
 	echo "nvidia-smi:"
-	timeout 20 nvidia-smi 2>&1 | sed 's/^/  /' || echo "  (nvidia-smi failed or is missing)"
+	timeout 10 nvidia-smi 2>&1 | sed 's/^/  /' || echo "  (nvidia-smi failed or is missing)"
 	"$PY" - <<'EOF' 2>&1 | sed 's/^/  /'
 import sys
 print("python", sys.version.split()[0], sys.executable)
@@ -167,7 +168,7 @@ run() {
 	unmount_leftovers # an earlier run killed midway may have left a mount
 	rm -rf "$WORK"
 	mkdir -p "$WORK/bin" "$WORK/tmp"
-	local args=(--repo "$REPO" --python "$PY" --json "$out/gpu.json" --deadline 290s)
+	local args=(--repo "$REPO" --python "$PY" --json "$out/gpu.json")
 	if unpack dsmount; then
 		args+=(--dsmount "$WORK/bin/dsmount")
 	else
@@ -189,12 +190,16 @@ run() {
 		args+=(--model tiny --batch 16 --crop 112 --images 400 --classes 10 --workers 1,2 --minio-workers 2 --seconds 2 --check)
 	fi
 	log "StagingLoader's CUDA tests (python/tests/test_staging_cuda.py)"
-	(cd "$REPO/python" && PYTHONDONTWRITEBYTECODE=1 timeout 120 "$PY" -m unittest -v tests.test_staging_cuda tests.test_staging) \
+	(cd "$REPO/python" && PYTHONDONTWRITEBYTECODE=1 timeout 60 "$PY" -m unittest -v tests.test_staging_cuda tests.test_staging) \
 		>"$out/cuda-tests.log" 2>&1 && log "CUDA tests: OK" || log "CUDA tests: FAILED"
 	tail -n 30 "$out/cuda-tests.log"
+	# The whole command stays under 6 minutes: bench gets what is left of
+	# 350 s, its deadline 25 s less (the last pass and the report).
+	local left=$((350 - (SECONDS - t0)))
+	args+=(--deadline "$((left - 25))s")
 	log "bench gpu ${args[*]} $*"
 	local rc=0
-	env "${env[@]}" timeout -k 15 315 "$GPU/bench" gpu "${args[@]}" "$@" || rc=$?
+	env "${env[@]}" timeout -k 10 "$((left - 5))" "$GPU/bench" gpu "${args[@]}" "$@" || rc=$?
 	log "bench gpu exited $rc after $((SECONDS - t0)) s in all"
 	unmount_leftovers
 	if [[ -z ${KEEP_WORK:-} ]] && ! grep -qF " $WORK/" /proc/mounts; then rm -rf "$WORK"; fi
