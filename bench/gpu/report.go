@@ -183,7 +183,11 @@ func table(r *results) string {
 		fmt.Fprintf(&s, "| %s | %s | %.0f | %s | %s | %s |\n", w, p.Title, p.Rate, wait, vs, dw)
 	}
 	for _, k := range r.Skipped {
-		fmt.Fprintf(&s, "| %d | %s | skipped: %s | | | |\n", k.Workers, k.Pass, oneLine(k.Reason))
+		w := fmt.Sprint(k.Workers)
+		if k.Workers == 0 {
+			w = "all"
+		}
+		fmt.Fprintf(&s, "| %s | %s | skipped: %s | | | |\n", w, k.Pass, oneLine(k.Reason))
 	}
 	s.WriteString("\nTargets (issue 47): dsmount from the cache disk and from the page cache ≥ 0.95× the local directory and GPU wait ≤ local's + 2 points, at every worker count; declared from the cache disk ≥ 1.0×.\n")
 	return s.String()
