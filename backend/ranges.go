@@ -24,13 +24,18 @@ const rangeMark = "\x00@"
 // RangeOf is the range object of length n at off of parent. The caller
 // keeps it within the parent: 0 <= off, 0 < n, off+n <= parent.Size.
 func RangeOf(parent Object, off, n int64) Object {
-	key := make([]byte, 0, len(parent.Key)+len(rangeMark)+24)
-	key = append(key, parent.Key...)
-	key = append(key, rangeMark...)
-	key = strconv.AppendInt(key, off, 10)
-	key = append(key, '+')
-	key = strconv.AppendInt(key, n, 10)
+	key := AppendRangeKey(make([]byte, 0, len(parent.Key)+len(rangeMark)+24), parent.Key, off, n)
 	return Object{Key: string(key), Size: n, ModTime: parent.ModTime, Version: parent.Version}
+}
+
+// AppendRangeKey appends the key of the range object of length n at off
+// of the object parentKey names.
+func AppendRangeKey(b []byte, parentKey string, off, n int64) []byte {
+	b = append(b, parentKey...)
+	b = append(b, rangeMark...)
+	b = strconv.AppendInt(b, off, 10)
+	b = append(b, '+')
+	return strconv.AppendInt(b, n, 10)
 }
 
 // ParseRangeKey splits a range object's key into its parent's key and

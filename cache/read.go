@@ -390,6 +390,13 @@ func (s *Source) ObjectID(obj backend.Object) ObjectID {
 	return ObjectID(meta.ID())
 }
 
+// RangeID is ObjectID(backend.RangeOf(parent, off, n)), without making
+// the range's key.
+func (s *Source) RangeID(parent backend.Object, off, n int64) ObjectID {
+	var kb [192]byte
+	return ObjectID(record.HashID(s.id, backend.AppendRangeKey(kb[:0], parent.Key, off, n), n, parent.Version, s.c.chunkSize))
+}
+
 // Cached reports whether every chunk of obj is cached.
 func (s *Source) Cached(obj backend.Object) bool {
 	n, err := s.CachedBytes(obj)

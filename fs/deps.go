@@ -57,6 +57,8 @@ type Source interface {
 	// ObjectID is the cache's name for an object: what the readahead
 	// registry and path tables know files by.
 	ObjectID(obj backend.Object) cache.ObjectID
+	// RangeID is ObjectID(backend.RangeOf(parent, off, n)).
+	RangeID(parent backend.Object, off, n int64) cache.ObjectID
 	// OpenCached opens a wholly cached object's cache file, for a
 	// passthrough open (cache.ErrNotCached otherwise).
 	OpenCached(obj backend.Object) (*os.File, error)
@@ -94,6 +96,10 @@ type Readahead interface {
 	// process and user attribute it to a job); done, if not nil, is
 	// called when the read is.
 	Observe(obj backend.Object, id cache.ObjectID, pid int, uid uint32) (done func())
+	// Pick is which of ids, declared ranges that share a read's bytes,
+	// the read is: the one a job wants nearest its furthest read; -1 if
+	// none is wanted.
+	Pick(ids []cache.ObjectID) int
 }
 
 // The types the daemon passes.

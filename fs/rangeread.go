@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/dsmount/dsmount/backend"
+	"github.com/dsmount/dsmount/cache"
 )
 
 // readDeclared serves a READ of parent, a file with declared ranges
@@ -35,20 +36,20 @@ func (m *Mount) readDeclared(ctx context.Context, parent backend.Object, lists [
 	}
 	pid, uid := callerPID(ctx), callerUID(ctx)
 	gapFrom, gapTo := int64(-1), int64(-1)
+	var candBuf [8]int
+	var idBuf [8]cache.ObjectID
 	for pos := off; pos < end; {
-		// The span over pos that reaches furthest, or where the next
-		// one starts.
-		best, next := -1, end
+		// The spans over pos, or where the next one starts.
+		cands, next := candBuf[:0], end
 		for k, s := range over {
 			switch {
 			case s.start <= pos && s.end > pos:
-				if best < 0 || s.end > over[best].end {
-					best = k
-				}
+				cands = append(cands, k)
 			case s.start > pos:
 				next = min(next, s.start)
 			}
 		}
+		best := m.pickSpan(over, cands, idBuf[:0])
 		if best < 0 {
 			if gapFrom < 0 {
 				gapFrom = pos
@@ -69,6 +70,33 @@ func (m *Mount) readDeclared(ctx context.Context, parent backend.Object, lists [
 		}
 	}
 	return len(p), nil
+}
+
+// pickSpan is which of the spans over[cands] (all over one offset) to
+// read it from and count it for: the one a job wants nearest its
+// furthest read, else the one reaching furthest; -1 if cands is empty.
+func (m *Mount) pickSpan(over []rangeSpan, cands []int, ids []cache.ObjectID) int {
+	switch len(cands) {
+	case 0:
+		return -1
+	case 1:
+		return cands[0]
+	}
+	if m.ra != nil {
+		for _, k := range cands {
+			ids = append(ids, over[k].id)
+		}
+		if i := m.ra.Pick(ids); i >= 0 {
+			return cands[i]
+		}
+	}
+	best := cands[0]
+	for _, k := range cands[1:] {
+		if over[k].end > over[best].end {
+			best = k
+		}
+	}
+	return best
 }
 
 // readSpan fills dst with parent's bytes at pos from range object s.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -163,7 +164,7 @@ func (m *Mount) orderRanges(req control.Request, c Caller, emit func(control.Eve
 		fail(err)
 		return
 	}
-	objs := &rangeObjects{tree: m.tree}
+	objs := &rangeObjects{tree: m.tree, ranges: make([]declaredRange, 0, len(req.Ranges)+len(req.NextRanges))}
 	cur, err := m.rangeItems(objs, files, req.Ranges, "")
 	if err != nil {
 		fail(err)
@@ -224,13 +225,16 @@ func (m *Mount) rangeFiles(paths []string) ([]entry, error) {
 func (m *Mount) rangeItems(objs *rangeObjects, files []entry, ranges []control.Range, which string) ([]readahead.Item, error) {
 	items := make([]readahead.Item, 0, len(ranges))
 	wholeIDs := make(map[uint32]cache.ObjectID)
+	parents := make([]backend.Object, len(files))
+	for i, e := range files {
+		parents[i] = m.tree.obj(e)
+	}
 	last := -1 // objs.ranges index of the previous item, if a range object
 	for i, r := range ranges {
 		if int(r.File) >= len(files) {
 			return nil, fmt.Errorf("%w: %srange %d names file %d of %d", errBadRange, which, i, r.File, len(files))
 		}
-		e := files[r.File]
-		obj := m.tree.obj(e)
+		e, obj := files[r.File], parents[r.File]
 		switch {
 		case r.Length == 0:
 			return nil, fmt.Errorf("%w: %srange %d of %q has length 0", errBadRange, which, i, obj.Key)
@@ -256,7 +260,6 @@ func (m *Mount) rangeItems(objs *rangeObjects, files []entry, ranges []control.R
 			if prev.file == e.idx && start <= prev.off+prev.n && end >= prev.off && max(end, prev.off+prev.n)-min(start, prev.off) <= rangeMergeMax {
 				lo, hi := min(start, prev.off), max(end, prev.off+prev.n)
 				prev.off, prev.n = lo, hi-lo
-				items[len(items)-1].ID = m.src.ObjectID(backend.RangeOf(obj, lo, hi-lo))
 				continue
 			}
 		}
@@ -265,15 +268,58 @@ func (m *Mount) rangeItems(objs *rangeObjects, files []entry, ranges []control.R
 		}
 		objs.ranges = append(objs.ranges, declaredRange{file: e.idx, off: start, n: end - start})
 		last = len(objs.ranges) - 1
-		items = append(items, readahead.Item{Ref: rangeRef | uint32(last), ID: m.src.ObjectID(backend.RangeOf(obj, start, end-start))})
+		items = append(items, readahead.Item{Ref: rangeRef | uint32(last)})
 	}
+	m.rangeIDs(objs, items)
 	return items, nil
+}
+
+// rangeIDs names the range objects of items (those with no ID yet), on
+// every CPU: hashing a million keys is most of a declaration's time.
+func (m *Mount) rangeIDs(objs *rangeObjects, items []readahead.Item) {
+	const per = 16384
+	parts := (len(items) + per - 1) / per
+	workers := min(runtime.GOMAXPROCS(0), parts)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				p := int(next.Add(1)) - 1
+				if p >= parts {
+					return
+				}
+				for i := p * per; i < min((p+1)*per, len(items)); i++ {
+					it := &items[i]
+					if it.Ref&rangeRef == 0 {
+						continue
+					}
+					d := objs.ranges[it.Ref&^rangeRef]
+					it.ID = m.src.RangeID(objs.tree.Object(d.file), d.off, d.n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // buildRangeIndex indexes the range objects of cur and next by file, for
 // the file's READs.
 func buildRangeIndex(objs *rangeObjects, cur, next []readahead.Item) rangeIndex {
 	idx := make(rangeIndex)
+	count := make(map[uint32]int)
+	for _, items := range [][]readahead.Item{cur, next} {
+		for _, it := range items {
+			if it.Ref&rangeRef != 0 {
+				count[objs.ranges[it.Ref&^rangeRef].file]++
+			}
+		}
+	}
+	for f, n := range count {
+		idx[f] = &fileSpans{spans: make([]rangeSpan, 0, n)}
+	}
 	for _, items := range [][]readahead.Item{cur, next} {
 		for _, it := range items {
 			if it.Ref&rangeRef == 0 {
@@ -281,19 +327,51 @@ func buildRangeIndex(objs *rangeObjects, cur, next []readahead.Item) rangeIndex 
 			}
 			d := objs.ranges[it.Ref&^rangeRef]
 			fs := idx[d.file]
-			if fs == nil {
-				fs = &fileSpans{}
-				idx[d.file] = fs
-			}
 			fs.spans = append(fs.spans, rangeSpan{start: d.off, end: d.off + d.n, id: it.ID})
 			fs.longest = max(fs.longest, d.n)
 		}
 	}
 	for _, fs := range idx {
-		slices.SortFunc(fs.spans, func(a, b rangeSpan) int {
-			return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))
-		})
-		fs.spans = slices.Compact(fs.spans)
+		fs.spans = slices.Compact(sortSpans(fs.spans))
 	}
 	return idx
+}
+
+// sortSpans sorts spans by start, then end. A span starts at a page: for
+// files under 16 TiB its page number and its index in spans make one
+// uint64 key, and a million keys sort several times faster than the
+// spans themselves.
+func sortSpans(spans []rangeSpan) []rangeSpan {
+	byStartEnd := func(a, b rangeSpan) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))
+	}
+	if len(spans) < 1024 || len(spans) >= 1<<32 || spans[len(spans)-1].start>>12 >= 1<<32 {
+		slices.SortFunc(spans, byStartEnd)
+		return spans
+	}
+	keys := make([]uint64, len(spans))
+	for i, s := range spans {
+		if s.start>>12 >= 1<<32 {
+			slices.SortFunc(spans, byStartEnd)
+			return spans
+		}
+		keys[i] = uint64(s.start>>12)<<32 | uint64(i)
+	}
+	slices.Sort(keys)
+	out := make([]rangeSpan, len(spans))
+	for i, k := range keys {
+		out[i] = spans[uint32(k)]
+	}
+	// Spans of one start, in declaration order: put them by end.
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].start == out[i].start {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(out[i:j], byStartEnd)
+		}
+		i = j
+	}
+	return out
 }

@@ -258,3 +258,31 @@ func (j *job) wants(id cache.ObjectID) bool {
 	}
 	return false
 }
+
+// Pick returns which of ids (items that a read's bytes all belong to:
+// declared ranges of one file that share its pages) the read most
+// plausibly is: the one some job of the mount wants nearest its furthest
+// read; -1 if no job wants any. Jobs that read windows of one file at
+// random share its pages, and a read counted for a range far down a
+// job's order would move the job's frontier there.
+func (m *Mount) Pick(ids []cache.ObjectID) int {
+	r := m.r
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	best, bestGap := -1, math.MaxInt
+	for _, j := range m.jobs {
+		for k, id := range ids {
+			// A range just read competes too: a window over two pages
+			// comes in two READs, and the second, counted for another
+			// range of its page far down the order, would move the
+			// frontier there.
+			if !j.wants(id) && !j.readNear(id) {
+				continue
+			}
+			if gap := j.gap(id); gap < bestGap {
+				best, bestGap = k, gap
+			}
+		}
+	}
+	return best
+}

@@ -27,7 +27,7 @@ type span struct {
 // next(g) gives in turn (each a GetObject with a Range of its bytes of
 // key), checking every byte, for seconds. bufLen bounds a span. The row
 // counts the spans done and their bytes; its CPU is this program's.
-func rangedGets(e *env, seconds float64, key string, bufLen int, next func(g int) func() span) row {
+func rangedGets(e *env, seconds float64, key string, bufLen, inflight int, next func(g int) func() span) row {
 	var (
 		done, used atomic.Int64
 		failOnce   sync.Once
@@ -37,7 +37,7 @@ func rangedGets(e *env, seconds float64, key string, bufLen int, next func(g int
 	s0, cpu0 := e.storeNow(), measure.Self()
 	start := time.Now()
 	deadline := start.Add(time.Duration(seconds * float64(time.Second)))
-	for g := 0; g < e.cfg.readers; g++ {
+	for g := 0; g < inflight; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -55,7 +55,7 @@ func lmdbQuarter(e *env, id string, readahead bool) []row {
 func lmdbGets(e *env, seconds float64, order [][]int) row {
 	c := e.cfg
 	db := e.db
-	r := rangedGets(e, seconds, lmdbPrefix+"/"+lmdbDir+"/data.mdb", c.lmdb.max, func(g int) func() span {
+	r := rangedGets(e, seconds, lmdbPrefix+"/"+lmdbDir+"/data.mdb", c.lmdb.max, c.readers, func(g int) func() span {
 		i := 0
 		return func() span {
 			k := order[g][i%len(order[g])]

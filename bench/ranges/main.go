@@ -45,6 +45,9 @@ type config struct {
 	seed          uint64   // the token file's seed
 	rngSeed       int64    // reader r draws its windows from rngSeed*1000+r
 	warmStore     float64  // seconds of untimed raw GETs before the first pass
+	declaredSteps int      // batches each declared reader declares
+	parallel      int      // the raw-parallel pass's GETs in flight
+	demand        float64  // the paced declared pass's demand, a fraction of the declared pass's rate
 	isolate       bool
 	lmdb          lmdbConfig // the LMDB passes' database
 	json          string
@@ -69,6 +72,9 @@ func parseFlags(args []string) (config, *flag.FlagSet, error) {
 	fs.StringVar(&c.chunkSize, "chunk-size", "", "dsmount --chunk-size (default: the daemon's own)")
 	fs.Uint64Var(&c.seed, "seed", 46, "the token file's seed")
 	fs.Int64Var(&c.rngSeed, "rng-seed", 1, "the readers' window seed: reader r draws from seed*1000+r in every pass, so each pass reads the same windows in the same order")
+	fs.IntVar(&c.parallel, "prefetch-parallel", 64, "GETs in flight of the raw-parallel pass: dsmount's --prefetch-parallel default")
+	fs.IntVar(&c.declaredSteps, "declared-steps", 1000, "batches each reader of the declared passes declares (it stops there)")
+	fs.Float64Var(&c.demand, "demand", 0.6, "the paced declared pass's demand, as a fraction of the declared pass's windows/s in this run (a fixed sleep per window)")
 	fs.Float64Var(&c.warmStore, "warm-store", 5, "seconds of untimed raw GETs before the first pass (0: none): a freshly started MinIO and toxiproxy are slower")
 	benchenv.IsolateFlag(fs, &c.isolate)
 	c.lmdb.addFlags(fs)
@@ -85,8 +91,11 @@ func parseFlags(args []string) (config, *flag.FlagSet, error) {
 	if c.fileSize, err = units.ParseSize(*fileSize); err != nil {
 		return c, fs, cli.Usagef("--file-size: %v", err)
 	}
-	if c.batch < 1 || c.block < 1 || c.readers < 1 || c.seconds <= 0 || c.warmStore < 0 || c.Latency < 0 || c.Jitter < 0 {
-		return c, fs, cli.Usagef("--readers, --batch, --block and --seconds must be positive; --warm-store, --latency and --jitter not negative")
+	if c.batch < 1 || c.block < 1 || c.readers < 1 || c.seconds <= 0 || c.declaredSteps < 1 || c.parallel < 1 || c.warmStore < 0 || c.Latency < 0 || c.Jitter < 0 {
+		return c, fs, cli.Usagef("--readers, --batch, --block, --seconds, --prefetch-parallel and --declared-steps must be positive; --warm-store, --latency and --jitter not negative")
+	}
+	if c.demand <= 0 || c.demand > 1 {
+		return c, fs, cli.Usagef("--demand: %g is not in (0, 1]", c.demand)
 	}
 	if c.fileSize%2 != 0 || c.fileSize < 4*int64(window(c)) {
 		return c, fs, cli.Usagef("--file-size: %d bytes is odd or under four windows (%d bytes)", c.fileSize, 4*window(c))
@@ -119,16 +128,22 @@ func window(c config) int { return 2 * (c.block + 1) }
 // env is what every pass shares.
 type env struct {
 	*benchenv.Run
-	cfg      config
-	fs       *flag.FlagSet
-	src      string // the token file on local disk: the local passes' file
-	script   string // reader.py, written out
-	endpoint string // the proxy in front of MinIO
-	client   *s3.Client
-	tokens   uint64   // tokens in the file
-	runs     int      // reader runs so far, for their cgroups' names
-	db       *lmdbSet // the LMDB, once a pass has built it
-	warmed   bool     // the store has had its untimed warm-up
+	cfg    config
+	fs     *flag.FlagSet
+	src    string // the token file on local disk: the local passes' file
+	script string // reader.py, written out
+	repo   string // the repository: reader.py --declare imports its python/dsmount
+	// declaredRate is the declared pass's windows/s, once it ran: the
+	// paced pass's demand is a fraction of it.
+	declaredRate float64
+	// parallelRate is the raw-parallel pass's windows/s, once it ran.
+	parallelRate float64
+	endpoint     string // the proxy in front of MinIO
+	client       *s3.Client
+	tokens       uint64   // tokens in the file
+	runs         int      // reader runs so far, for their cgroups' names
+	db           *lmdbSet // the LMDB, once a pass has built it
+	warmed       bool     // the store has had its untimed warm-up
 }
 
 // Main runs the benchmark with the command line args (after "ranges").
@@ -196,6 +211,9 @@ func setup(t *testenv.ProgramT, c config, fs *flag.FlagSet) *env {
 		t.Fatalf("%v", err)
 	}
 	e.Bin = bin
+	if e.repo, err = testenv.RepoRoot(); err != nil {
+		t.Fatalf("%v", err)
+	}
 	e.script = filepath.Join(e.Work, "reader.py")
 	if err := os.WriteFile(e.script, readerPy, 0o644); err != nil {
 		t.Fatalf("%v", err)

@@ -65,11 +65,25 @@ func (m *mnt) stats(e *env) control.StatsReport {
 type daemonSnap struct {
 	cpu                  float64 // the daemon's utime+stime, seconds
 	gets, fetched, reads int64   // GETs sent, bytes fetched from the store, FUSE READs served
+	// The declared jobs' counts, all jobs together (dsmount stats).
+	jobReads, prefetched, prefetchHits, pushed, stalls, evictedAhead int64
 }
 
 func (m *mnt) snap(e *env) daemonSnap {
 	st := m.stats(e)
-	return daemonSnap{cpu: testenv.ProcCPU(m.m.Pid()), gets: st.Mount.Backend.Gets, fetched: st.Cache.BytesFetched, reads: st.Mount.Reads}
+	d := daemonSnap{cpu: testenv.ProcCPU(m.m.Pid()), gets: st.Mount.Backend.Gets, fetched: st.Cache.BytesFetched, reads: st.Mount.Reads}
+	for i, j := range st.Mount.Jobs {
+		if i == 0 && os.Getenv("DSMOUNT_BENCH_DEBUG") != "" {
+			cli.Logf("job %+v", j)
+		}
+		d.jobReads += j.TotalReads
+		d.prefetched += j.Prefetched
+		d.prefetchHits += j.PrefetchHits
+		d.pushed += j.Pushed
+		d.stalls += j.Stalls
+		d.evictedAhead += j.PrefetchEvicted
+	}
+	return d
 }
 
 // stop unmounts and leaves the cache dir in place (out of the page

@@ -24,7 +24,10 @@ type pass struct {
 // included).
 var allPasses = []pass{
 	{"raw", "ranged GETs of windows, --readers in flight, no filesystem: the reference of the store passes", runRaw, false},
+	{"raw-parallel", "ranged GETs of windows, --prefetch-parallel in flight (the daemon's prefetch bound), no filesystem: the store's own parallel rate, the ceiling of any client of it", runRawParallel, false},
 	{"quarter", "a mount whose cache holds a quarter of the file (--cache-size), reads undeclared", runQuarter, false},
+	{"quarter-declared", "a mount whose cache holds a quarter of the file, each reader a job declaring its windows as ranges (dsmount.ranges.NanoGPTWindows) and reading them with its get_batch", runQuarterDeclared, false},
+	{"quarter-paced", "quarter-declared with a fixed sleep per window, the readers' demand --demand of the declared pass's windows/s: their share of time waiting in get_batch is the stall", runQuarterPaced, false},
 	{"full", "a mount whose cache holds the file, reads undeclared: cold against the raw GETs; then, the file cached whole, from the cache disk and from the page cache, each against the local file", runFull, false},
 	{"lmdb-raw", "ranged GETs of an LMDB's records, --readers in flight, no filesystem: the reference of the LMDB passes", runLMDBRaw, true},
 	{"lmdb-quarter", "a mount of the LMDB whose cache holds a quarter of data.mdb, readers opening it readahead=False (MADV_RANDOM), records by key in a random order", runLMDBQuarter, true},
@@ -109,6 +112,16 @@ func runRaw(e *env) []row {
 	return []row{r}
 }
 
+func runRawParallel(e *env) []row {
+	n := e.cfg.parallel
+	r := rawGetsN(e, e.cfg.seconds, 1<<20, n)
+	e.parallelRate = r.Rate
+	r.ID, r.Name, r.Ref = "raw-parallel", fmt.Sprintf("raw ranged GETs, %d in flight", n), "raw"
+	r.Note = "the store's own parallel rate: what the declared passes can reach at one GET per window"
+	cli.Logf("raw ranged GETs, %d in flight: %.0f windows/s", n, r.Rate)
+	return []row{r}
+}
+
 func runQuarter(e *env) []row {
 	m := e.mount("quarter", strconv.FormatInt(e.cfg.cacheSize, 10))
 	r := e.timed("quarter", "mount, quarter cache, undeclared", m.file, e.cfg.pageCache, m)
@@ -117,6 +130,42 @@ func runQuarter(e *env) []row {
 		float64(r.FetchedBytes)/float64(max(1, r.UsedBytes)))
 	m.stop(e)
 	return []row{r}
+}
+
+func runQuarterDeclared(e *env) []row {
+	m := e.mount("quarter-declared", strconv.FormatInt(e.cfg.cacheSize, 10))
+	r, tot := e.declaredRun("quarter-declared", "mount, quarter cache, declared ranges", m, 0)
+	e.declaredRate = r.Rate
+	r.Ref = "raw"
+	r.Note = fmt.Sprintf("%s; %.2f× the store's parallel rate; %d windows declared by %d jobs (slowest declaration %.2f s, in the timed span); get_batch took %.0f%% of the readers' time; dsmount fetched %.1f MB in %d GETs (%.2f× the bytes used)",
+		m, r.Rate/max(e.parallelRate, 1e-9), tot.declared, e.cfg.readers, tot.declareS, 100*tot.waitShare, float64(r.FetchedBytes)/1e6, r.DaemonGETs, float64(r.FetchedBytes)/float64(max(1, r.UsedBytes)))
+	m.stop(e)
+	return []row{r}
+}
+
+func runQuarterPaced(e *env) []row {
+	if e.declaredRate <= 0 {
+		e.T.Fatalf("the quarter-paced pass sets its demand from the quarter-declared pass's rate: run both (--passes ...,quarter-declared,quarter-paced)")
+	}
+	c := e.cfg
+	perReader := c.demand * e.declaredRate / float64(c.readers)
+	workMS := 1000 / perReader
+	m := e.mount("quarter-paced", strconv.FormatInt(c.cacheSize, 10))
+	r, tot := e.declaredRun("quarter-paced", fmt.Sprintf("mount, quarter cache, declared, paced at %.2g× the declared rate", c.demand), m, workMS)
+	r.Ref = "quarter-declared"
+	r.Stall = tot.waitShare
+	r.Note = fmt.Sprintf("%s; %.3f ms sleep per window (demand %.0f windows/s); stall: get_batch took %.1f%% of the readers' time; dsmount fetched %.2f× the bytes used",
+		m, workMS, c.demand*e.declaredRate, 100*tot.waitShare, float64(r.FetchedBytes)/float64(max(1, r.UsedBytes)))
+	m.stop(e)
+	return []row{r}
+}
+
+// declaredRun runs the declared readers over m for --seconds, their page
+// cache bounded.
+func (e *env) declaredRun(id, name string, m *mnt, workMS float64) (row, totals) {
+	rs := e.startDeclared(m.file, e.cfg.pageCache, workMS)
+	r := e.measure(id, name, rs, m)
+	return r, rs.tot
 }
 
 func runFull(e *env) []row {
@@ -163,6 +212,7 @@ func (e *env) measure(id, name string, rs *readers, m *mnt) row {
 		d0 = m.snap(e)
 	}
 	tot := rs.run(e.cfg.seconds)
+	rs.tot = tot
 	s1 := e.storeNow()
 	r := row{ID: id, Name: name, Unit: rs.unit, Windows: tot.windows, UsedBytes: tot.bytes, Seconds: e.cfg.seconds, Wall: tot.wall.Seconds(),
 		StoreBytes: s1.bytes - s0.bytes, StoreGETs: s1.gets - s0.gets,
@@ -170,6 +220,11 @@ func (e *env) measure(id, name string, rs *readers, m *mnt) row {
 	if m != nil {
 		d1 := m.snap(e)
 		r.DaemonCPU, r.DaemonGETs, r.FetchedBytes, r.FUSEReads = d1.cpu-d0.cpu, d1.gets-d0.gets, d1.fetched-d0.fetched, d1.reads-d0.reads
+		if d1.prefetched > 0 || d1.jobReads > 0 {
+			r.Jobs = &jobCounts{Reads: d1.jobReads, Prefetched: d1.prefetched, PrefetchHits: d1.prefetchHits, Pushed: d1.pushed,
+				Stalls: d1.stalls, PrefetchEvicted: d1.evictedAhead}
+			cli.Logf("%s: the jobs: %+v", name, *r.Jobs)
+		}
 	}
 	r.fill(e)
 	batches := ""

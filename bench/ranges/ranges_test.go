@@ -16,7 +16,7 @@ func TestParseFlags(t *testing.T) {
 	c, _, err := parseFlags(nil)
 	if err != nil || c.fileSize != 2<<30 || c.readers != 8 || c.seconds != 30 || c.batch != 12 || c.block != 1024 || window(c) != 2050 ||
 		c.pageCache != 512<<20 || c.cacheSize != 512<<20 || c.fullCacheSize != "" || c.Latency != 20 || c.Jitter != 0 ||
-		!slices.Equal(c.passes, []string{"raw", "quarter", "full"}) {
+		!slices.Equal(c.passes, []string{"raw", "raw-parallel", "quarter", "quarter-declared", "quarter-paced", "full"}) || c.declaredSteps != 1000 || c.demand != 0.6 || c.parallel != 64 {
 		t.Fatalf("defaults: %+v, %v", c, err)
 	}
 	c, _, err = parseFlags([]string{"--file-size", "256M", "--passes", "full, raw", "--page-cache", "32M", "--isolate-backend", "--seconds", "1.5"})
@@ -25,7 +25,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatalf("got %+v, %v", c, err)
 	}
 	for _, bad := range [][]string{{"--file-size", "2X"}, {"--file-size", "1001"}, {"--file-size", "4K"}, {"--passes", "raw,nope"},
-		{"--passes", ""}, {"--readers", "0"}, {"--seconds", "0"}, {"--page-cache", "0"}, {"--cache-size", "x"}, {"--block", "0"}, {"extra"}} {
+		{"--passes", ""}, {"--readers", "0"}, {"--demand", "0"}, {"--demand", "1.5"}, {"--declared-steps", "0"}, {"--prefetch-parallel", "0"}, {"--seconds", "0"}, {"--page-cache", "0"}, {"--cache-size", "x"}, {"--block", "0"}, {"extra"}} {
 		if _, _, err := parseFlags(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		} else if strings.Contains(err.Error(), "\n") {

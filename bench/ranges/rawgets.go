@@ -11,10 +11,15 @@ import (
 // checking every token, for seconds. stream picks the goroutines' random
 // streams (the warm-up's differ from the pass's). CPU is this program's.
 func rawGets(e *env, seconds float64, stream uint64) row {
+	return rawGetsN(e, seconds, stream, e.cfg.readers)
+}
+
+// rawGetsN is rawGets with inflight goroutines.
+func rawGetsN(e *env, seconds float64, stream uint64, inflight int) row {
 	c := e.cfg
 	toks := c.block + 1
 	win := window(c)
-	r := rangedGets(e, seconds, prefix+"/"+fileRel, win, func(g int) func() span {
+	r := rangedGets(e, seconds, prefix+"/"+fileRel, win, inflight, func(g int) func() span {
 		rng := rand.New(rand.NewPCG(uint64(c.rngSeed), stream+uint64(g)))
 		return func() span {
 			i := rng.Uint64N(e.tokens - uint64(c.block))

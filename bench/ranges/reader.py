@@ -12,6 +12,12 @@ Every token of a window is checked against the generator's formula:
 (bench/ranges/tokens.go writes the file with the same formula), so any
 window can be checked without a copy of the file.
 
+With --declare JOB the reader is a declared job instead: on "go" it
+declares its next --steps batches with dsmount's NanoGPTWindows (the same
+generator and draws) and reads them with its get_batch, sleeping
+--work-ms per window after each batch (a training step's work, which
+takes no CPU here); "wait" in its answer is the time spent in get_batch.
+
 Protocol with the Go driver: after numpy is imported the reader prints
 "ready" and waits for a line "go SECONDS" on stdin; it then reads windows
 until SECONDS have passed since that line, counting those it finished in
@@ -42,6 +48,9 @@ def main():
     p.add_argument("--rng-seed", type=int, required=True, help="this reader's numpy generator seed")
     p.add_argument("--batch", type=int, default=12)
     p.add_argument("--block", type=int, default=1024)
+    p.add_argument("--declare", default="", help="declare the windows as this job's ranges (dsmount.ranges)")
+    p.add_argument("--steps", type=int, default=4000, help="batches declared with --declare")
+    p.add_argument("--work-ms", type=float, default=0.0, help="sleep per window after each batch (--declare)")
     a = p.parse_args()
 
     window = a.block + 1
@@ -58,6 +67,10 @@ def main():
     seconds = float(line[1])
     t0 = time.monotonic()
     deadline = t0 + seconds
+
+    if a.declare:
+        declared(a, base, deadline, t0)
+        return
 
     windows = batches = bad = 0
     first_bad = None
@@ -84,6 +97,39 @@ def main():
         del data
     print(json.dumps({"windows": windows, "batches": batches, "bad": bad, "first_bad": first_bad,
                       "elapsed": time.monotonic() - t0}), flush=True)
+
+
+def declared(a, base, deadline, t0):
+    """The --declare reader: dsmount's NanoGPTWindows declares and reads."""
+    import os
+    from dsmount.ranges import NanoGPTWindows
+    n_tokens = os.path.getsize(a.path) // 2
+    w = NanoGPTWindows(n_tokens, a.block, a.batch, a.rng_seed)
+    res = w.declare(a.path, a.steps, job=a.declare)
+    declare_s = time.monotonic() - t0
+    windows = batches = bad = 0
+    wait = 0.0
+    first_bad = None
+    while batches < a.steps:
+        ix = w.starts(1)[0]
+        t = time.monotonic()
+        x, y = w.get_batch(a.path)
+        wait += time.monotonic() - t
+        if t > deadline or time.monotonic() > deadline:
+            break
+        for k, i in enumerate(ix):
+            exp = expected(int(i), base, a.seed).astype(np.int64)
+            if not (np.array_equal(x[k], exp[:-1]) and np.array_equal(y[k], exp[1:])):
+                bad += 1
+                if first_bad is None:
+                    first_bad = {"start_token": int(i)}
+        windows += len(ix)
+        batches += 1
+        if a.work_ms > 0:
+            time.sleep(a.work_ms * len(ix) / 1000)
+    print(json.dumps({"windows": windows, "batches": batches, "bad": bad, "first_bad": first_bad,
+                      "elapsed": time.monotonic() - t0, "wait": wait, "declare_s": declare_s,
+                      "declared": res.get("declared")}), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,7 @@ type readers struct {
 	cg    *testenv.MemCgroup
 	procs []*readerProc
 	unit  string // what a reader counts: "window" (reader.py) or "record" (lmdb_reader.py)
+	tot   totals // what they did, once run
 	cgNote
 }
 
@@ -57,6 +59,11 @@ type readerResult struct {
 	Bad      int64           `json:"bad"`
 	FirstBad json.RawMessage `json:"first_bad"`
 	Elapsed  float64         `json:"elapsed"`
+	// A declared reader's (reader.py --declare): seconds in get_batch,
+	// seconds its declaration took, and the items declared.
+	Wait     float64 `json:"wait"`
+	DeclareS float64 `json:"declare_s"`
+	Declared int64   `json:"declared"`
 }
 
 // startReaders starts the readers over path in a fresh memory cgroup and
@@ -71,6 +78,18 @@ func (e *env) startReaders(path string, bound int64) *readers {
 	return e.startProcs(bound, "window", func(r int) []string {
 		return []string{python, e.script, "--path", path, "--seed", strconv.FormatUint(c.seed, 10),
 			"--rng-seed", strconv.FormatInt(c.rngSeed*1000+int64(r), 10), "--batch", strconv.Itoa(c.batch), "--block", strconv.Itoa(c.block)}
+	})
+}
+
+// startDeclared starts the readers as declared jobs (reader.py
+// --declare), one job per reader, each sleeping workMS per window.
+func (e *env) startDeclared(path string, bound int64, workMS float64) *readers {
+	c := e.cfg
+	steps := strconv.Itoa(c.declaredSteps)
+	return e.startProcs(bound, "window", func(r int) []string {
+		return []string{python, e.script, "--path", path, "--seed", strconv.FormatUint(c.seed, 10),
+			"--rng-seed", strconv.FormatInt(c.rngSeed*1000+int64(r), 10), "--batch", strconv.Itoa(c.batch), "--block", strconv.Itoa(c.block),
+			"--declare", fmt.Sprintf("bench-%d", r), "--steps", steps, "--work-ms", strconv.FormatFloat(workMS, 'f', 4, 64)}
 	})
 }
 
@@ -90,7 +109,8 @@ func (e *env) startProcs(bound int64, unit string, args func(r int) []string) *r
 		// Killed when this program exits; the signal survives the
 		// wrapper's exec.
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		p.cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1")
+		// The repository's python/ for reader.py --declare's dsmount.
+		p.cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(e.repo, "python"), "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1")
 		p.cmd.Stderr = &p.stderr
 		out, err := p.cmd.StdoutPipe()
 		if err == nil {
@@ -135,6 +155,10 @@ func (e *env) startProcs(bound int64, unit string, args func(r int) []string) *r
 type totals struct {
 	windows, batches, bytes int64
 	wall                    time.Duration // from "go" to the last reader's answer
+	// Declared readers: their time in get_batch over their time, the
+	// slowest declaration, and the items declared, all readers.
+	waitShare, declareS float64
+	declared            int64
 }
 
 // run lets the readers read for seconds and collects their counts; a
@@ -167,6 +191,11 @@ func (rs *readers) run(seconds float64) totals {
 		tot.windows += res.Windows + res.Records
 		tot.batches += res.Batches
 		tot.bytes += res.Bytes
+		if res.Elapsed > 0 {
+			tot.waitShare += res.Wait / res.Elapsed / float64(len(rs.procs))
+		}
+		tot.declareS = max(tot.declareS, res.DeclareS)
+		tot.declared += res.Declared
 	}
 	tot.wall = time.Since(start)
 	st, err := rs.cg.Stats()

@@ -45,8 +45,24 @@ type row struct {
 	ClientCPU float64 `json:"client_cpu_s"`
 	// CPUPerWindow is DaemonCPU (or ClientCPU) per window (record), µs.
 	CPUPerWindow float64 `json:"cpu_us_per_window"`
-	Cgroup       *cgNote `json:"readers_cgroup,omitempty"`
-	Note         string  `json:"note,omitempty"`
+	// Stall is the paced declared pass's readers' share of their time
+	// in get_batch.
+	Stall float64 `json:"stall_share,omitempty"`
+	// Jobs are the declared jobs' counts at the end of the run, every
+	// job's together (dsmount stats), for the declared passes.
+	Jobs   *jobCounts `json:"jobs,omitempty"`
+	Cgroup *cgNote    `json:"readers_cgroup,omitempty"`
+	Note   string     `json:"note,omitempty"`
+}
+
+// jobCounts are declared jobs' counts (control.JobStats), summed.
+type jobCounts struct {
+	Reads           int64 `json:"reads_seen"`
+	Prefetched      int64 `json:"prefetched"`
+	PrefetchHits    int64 `json:"prefetch_hits"`
+	PrefetchEvicted int64 `json:"prefetch_evicted"`
+	Pushed          int64 `json:"pushed"`
+	Stalls          int64 `json:"stalls"`
 }
 
 // fill derives the rates from the counts.

@@ -155,6 +155,16 @@ class NanoGPTWindows:
         lengths = np.full(len(offsets), (self.block_size + 1) * self.itemsize, dtype=np.int64)
         return offsets.astype(np.int64), lengths
 
+    def declare(self, path: StrPath, steps: int, *, job: str, epoch: int = 0) -> Any:
+        """Declare the windows of the next ``steps`` batches, as ranges of
+        ``path`` (a token file on a dsmount mount), in the order
+        :meth:`get_batch` will read them; returns the daemon's ``order``
+        result. Declare again, with the next epoch number, before the
+        declared steps run out; :func:`dsmount.end_job` ends the job."""
+        from .control import declare_ranges
+        offsets, lengths = self.ranges(steps)
+        return declare_ranges([path], np.zeros(len(offsets), dtype=np.int32), offsets, lengths, job=job, epoch=epoch)
+
     def get_batch(self, path: StrPath) -> Tuple[Array, Array]:
         """Read the next batch as nanoGPT does: ``(x, y)``, int64 arrays of
         shape (batch_size, block_size), through a new memmap of ``path``."""

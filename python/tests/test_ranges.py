@@ -76,6 +76,22 @@ class NanoGPTTest(TmpDir):
                 np.testing.assert_array_equal(y[r], win[1:])
         self.assertEqual(w.step, 7)
 
+    def test_declare_sends_the_windows_get_batch_reads(self):
+        from unittest import mock
+        w = NanoGPTWindows(self.N, self.BLOCK, self.BATCH, seed=3)
+        with mock.patch("dsmount.control.declare_ranges", return_value={"declared": 1}) as dr:
+            self.assertEqual(w.declare(self.bin, 5, job="tok", epoch=2), {"declared": 1})
+        (files, fi, offsets, lengths), kw = dr.call_args
+        self.assertEqual(files, [self.bin])
+        self.assertEqual(kw, {"job": "tok", "epoch": 2})
+        self.assertTrue((np.asarray(fi) == 0).all())
+        self.assertEqual(len(offsets), 5 * self.BATCH)
+        windows = [np.frombuffer(b, dtype=np.uint16).astype(np.int64) for b in read_ranges(self.bin, offsets, lengths)]
+        for step in range(5):
+            x, y = w.get_batch(self.bin)
+            for r in range(self.BATCH):
+                np.testing.assert_array_equal(x[r], windows[step * self.BATCH + r][:-1])
+
     def test_same_seed_same_windows(self):
         a = NanoGPTWindows(self.N, self.BLOCK, self.BATCH, seed=5)
         b = NanoGPTWindows(self.N, self.BLOCK, self.BATCH, seed=5)

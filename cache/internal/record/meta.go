@@ -49,12 +49,29 @@ func (m *Meta) hash() ID {
 	b := append(stack[:0], m.Source...)
 	b = append(b, 0)
 	b = append(b, m.Key...)
+	return finishID(b, m.Size, m.Version, m.ChunkSize)
+}
+
+// HashID is NewMeta(source, string(key), size, version, chunkSize).ID()
+// without the key as a string: a declaration of a million ranges names
+// each by a key it needn't make.
+func HashID(source string, key []byte, size int64, version string, chunkSize int64) ID {
+	var stack [256]byte
+	b := append(stack[:0], source...)
 	b = append(b, 0)
-	b = strconv.AppendInt(b, m.Size, 10)
+	b = append(b, key...)
+	return finishID(b, size, version, chunkSize)
+}
+
+// finishID appends the fields after the key to b (source, NUL, key) and
+// hashes it.
+func finishID(b []byte, size int64, version string, chunkSize int64) ID {
 	b = append(b, 0)
-	b = append(b, m.Version...)
+	b = strconv.AppendInt(b, size, 10)
 	b = append(b, 0)
-	b = strconv.AppendInt(b, m.ChunkSize, 10)
+	b = append(b, version...)
+	b = append(b, 0)
+	b = strconv.AppendInt(b, chunkSize, 10)
 	b = append(b, 0)
 	sum := sha256.Sum256(b)
 	var id ID
