@@ -170,7 +170,7 @@ func BenchmarkDeclareRanges(b *testing.B) {
 	m := rangeMountTB(b)
 	rs := make([]control.Range, 1_000_000)
 	for i := range rs {
-		rs[i] = control.Range{Offset: int64(uint64(i)*2654435761%(64<<20-2050)), Length: 2050}
+		rs[i] = control.Range{Offset: int64(uint64(i) * 2654435761 % (64<<20 - 2050)), Length: 2050}
 	}
 	b.ResetTimer()
 	for range b.N {
