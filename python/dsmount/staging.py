@@ -103,8 +103,9 @@ class StagingLoader:
 
 
 def _pinned(t: torch.Tensor) -> torch.Tensor:
-    """``t`` in pinned host memory (tensors already on a device stay put)."""
-    if t.device.type != "cpu" or t.is_pinned():
+    """``t`` in pinned host memory (tensors already on a device, and empty
+    ones, whose copy moves no bytes, stay put)."""
+    if t.device.type != "cpu" or t.numel() == 0 or t.is_pinned():
         return t
     return t.pin_memory()
 

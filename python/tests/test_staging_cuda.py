@@ -154,9 +154,9 @@ class StagingCudaTest(unittest.TestCase):
             copies.append((start, end))
             return dev, done
 
-        # Big enough that a copy takes milliseconds (256 MiB: ~5-20 ms over
-        # PCIe or NVLink-C2C), the step several times that.
-        host = [torch.full((64 << 20,), i, dtype=torch.float32).pin_memory() for i in range(6)]
+        # Big enough that a copy takes milliseconds (512 MiB: 10-20 ms over
+        # PCIe 5 or 4, 1-2 ms over NVLink-C2C), the step several times that.
+        host = [torch.full((128 << 20,), i, dtype=torch.float32).pin_memory() for i in range(5)]
         steps = []
         sleep_ms(1)  # calibrate outside the timed loop
         torch.cuda.synchronize()
