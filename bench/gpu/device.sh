@@ -152,13 +152,21 @@ if torch.cuda.is_available():
 EOF
 }
 
+# run OUTDIR [flags]: run_in with its output on stdout and in gpu.log (a
+# pipe, not a process substitution: the log is whole when run returns).
 run() {
 	local out=${1:?usage: device.sh run OUTDIR [bench gpu flags...]}
 	shift
 	mkdir -p "$out"
 	out="$(cd "$out" && pwd)"
+	run_in "$out" "$@" 2>&1 | tee "$out/gpu.log"
+	return "${PIPESTATUS[0]}"
+}
+
+run_in() {
+	local out=$1
+	shift
 	PY="${PYTHON:-python3}"
-	exec > >(tee "$out/gpu.log") 2>&1
 	local t0=$SECONDS
 	probe
 	[[ -x $GPU/bench ]] || die "no .gpu/bench: run 'bash bench/gpu/device.sh prepare' where Go is, and carry .gpu"
