@@ -168,7 +168,9 @@ run_in() {
 	shift
 	PY="${PYTHON:-python3}"
 	local t0=$SECONDS
-	probe
+	# In an || list errexit is off inside probe: a probe step that fails
+	# (no free, no nvidia-smi, a Python without torch) only says so.
+	probe || log "a probe step failed (above)"
 	[[ -x $GPU/bench ]] || die "no .gpu/bench: run 'bash bench/gpu/device.sh prepare' where Go is, and carry .gpu"
 	if [[ -f $GPU/SHA256SUMS ]] && command -v sha256sum >/dev/null; then
 		(cd "$GPU" && sha256sum --quiet -c SHA256SUMS) || die ".gpu does not match its SHA256SUMS"
