@@ -2,12 +2,16 @@ package test
 
 import (
 	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -206,5 +210,57 @@ func TestDeclaredWindowsOfABigFile(t *testing.T) {
 	}
 	if job.Prefetched == 0 {
 		t.Errorf("no declared window was prefetched: %+v", job)
+	}
+}
+
+// TestPythonDeclaredRanges: a job declares its nanoGPT windows of a token
+// file four times the cache's size with dsmount.ranges.NanoGPTWindows and
+// reads them with its get_batch (the Python client, a real mount): every
+// token is right, the store served at most 4 times the bytes read, and
+// each bad declaration (a range past the end, of length 0, of a file
+// outside the mount, a file index past the files) is refused whole,
+// leaving the job as it was.
+func TestPythonDeclaredRanges(t *testing.T) {
+	const (
+		fileSize = 64 << 20
+		steps    = 40
+		window   = 2050
+	)
+	env := pythonEnv(t)
+	src := t.TempDir()
+	srcFile, _ := tokenFile(t, src, fileSize)
+	mp := t.TempDir()
+	testenv.StartMount(t, testenv.MountConfig{Bin: dsmountBin, Source: src, Mountpoint: mp,
+		Args: []string{"--cache-dir", t.TempDir(), "--cache-size", "16M"}})
+	before := testenv.Stats(t, dsmountBin, mp).Cache
+	r := runPython(t, env, 2*time.Minute, filepath.Join(pythonDir(t), "tests", "integration_ranges.py"),
+		filepath.Join(mp, "train.bin"), srcFile, strconv.Itoa(steps))
+	var out struct {
+		Declared, Windows, Bad int
+		Refused                []string
+		Before                 *int `json:"declared_before"`
+		After                  *int `json:"declared_after"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil {
+		t.Fatalf("integration_ranges.py: %v\n%s", err, r.Stdout)
+	}
+	after := testenv.Stats(t, dsmountBin, mp).Cache
+	read := int64(out.Windows * window)
+	ratio := float64(after.BytesFetched-before.BytesFetched) / float64(read)
+	t.Logf("%+v; store %.2fx the bytes read", out, ratio)
+	if out.Windows != steps*12 || out.Bad != 0 || out.Declared == 0 {
+		t.Errorf("read %d windows (want %d), %d wrong, %d declared", out.Windows, steps*12, out.Bad, out.Declared)
+	}
+	if ratio > 4 {
+		t.Errorf("store bytes %.2fx the bytes read; want at most 4x", ratio)
+	}
+	wantRefused := []string{"past the end", "length 0", "not inside a dsmount mount", "file index 1"}
+	for i, w := range wantRefused {
+		if i >= len(out.Refused) || !strings.Contains(out.Refused[i], w) {
+			t.Errorf("bad declaration %d: %q; want a refusal saying %q", i, out.Refused, w)
+		}
+	}
+	if out.Before == nil || out.After == nil || *out.Before != *out.After {
+		t.Errorf("the job's declared count went from %v to %v across refused declarations", out.Before, out.After)
 	}
 }

@@ -532,8 +532,10 @@ _RANGE = struct.Struct("<QII")
 def _ranges_bytes(file_index: Any, offsets: Any, lengths: Any, files: int) -> bytes:
     """The ranges' payload; a sequence of another length, a negative
     number or a file index past ``files`` raises DsmountError."""
+    np: Any
     try:
-        import numpy as np
+        import numpy
+        np = numpy
     except ImportError:
         np = None
     if np is not None:
@@ -560,7 +562,7 @@ def _ranges_bytes(file_index: Any, offsets: Any, lengths: Any, files: int) -> by
         rec[:, 1] = off >> np.uint64(32)
         rec[:, 2] = ln
         rec[:, 3] = fi
-        return rec.tobytes()
+        return bytes(rec.tobytes())
     fi, off, ln = list(file_index), list(offsets), list(lengths)
     if not (len(fi) == len(off) == len(ln)):
         raise DsmountError("declare_ranges: file_index, offsets and lengths differ in length (%d, %d, %d)" % (len(fi), len(off), len(ln)))
