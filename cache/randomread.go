@@ -57,6 +57,12 @@ func (s *Source) ReadAtRandom(ctx context.Context, obj backend.Object, p []byte,
 		c.touched(o)
 		return len(p), eof
 	}
+	if missTo-missFrom < randomBlock {
+		if err := s.readBlocks(ctx, obj, o.id, p[missFrom-off:missTo-off], missFrom); err != nil {
+			return 0, err
+		}
+		return len(p), eof
+	}
 	if err := s.readRange(ctx, obj, p[missFrom-off:missTo-off], missFrom); err != nil {
 		return 0, err
 	}

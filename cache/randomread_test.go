@@ -22,7 +22,8 @@ func (b *countingBackend) ReadAt(ctx context.Context, obj backend.Object, p []by
 }
 
 // TestReadAtRandom: random reads of an object bigger than the cache fetch
-// what they ask, uncached, with the right bytes; what is cached is served
+// what they ask (the random block around a small one), uncached, with the
+// right bytes; what is cached is served
 // from the cache; an object the cache can hold is read by chunks as
 // ReadAt would.
 func TestReadAtRandom(t *testing.T) {
@@ -64,7 +65,8 @@ func TestReadAtRandom(t *testing.T) {
 		}
 	}
 	after := c.Stats()
-	if limit := int64(reads) * window; mem.asked > limit {
+	// Each read under a block fetches the block around it (two at most).
+	if limit := int64(reads) * 2 * randomBlock; mem.asked > limit {
 		t.Errorf("%d reads of %d bytes asked the backend for %d bytes; want at most %d", reads, window, mem.asked, limit)
 	}
 	if after.ChunksFetched != before.ChunksFetched || after.RangesFetched == before.RangesFetched {
@@ -87,4 +89,53 @@ func TestReadAtRandom(t *testing.T) {
 	if st := c.Stats(); st.ChunksFetched != after.ChunksFetched+1 || st.RangesFetched != after.RangesFetched {
 		t.Errorf("a read at random of an object the cache holds: chunks fetched %d -> %d, ranges %d -> %d; want one chunk", after.ChunksFetched, st.ChunksFetched, after.RangesFetched, st.RangesFetched)
 	}
+}
+
+// TestSmallRandomReadsInARow: a record read a page at a time (a reader
+// that madvised MADV_RANDOM) costs a GET per random block, not one per
+// page; every byte is right; a READ of a block or more is fetched as
+// asked; a new version of the object is never served the old one's
+// blocks.
+func TestSmallRandomReadsInARow(t *testing.T) {
+	mem := &countingBackend{Backend: memory.New()}
+	r := rand.New(rand.NewPCG(5, 6))
+	big := mem.Put("lmdb", randBytes(r, 8<<20))
+	c := openCache(t, t.TempDir(), Options{ChunkSize: 1 << 20, Capacity: 2 << 20})
+	defer c.Close()
+	s := c.Source(mem)
+	ctx := context.Background()
+	read := func(obj backend.Object, key string, off int64, n int) {
+		t.Helper()
+		p := make([]byte, n)
+		if got, err := s.ReadAtRandom(ctx, obj, p, off); err != nil || got != n {
+			t.Fatalf("read %d at %d: %d, %v", n, off, got, err)
+		}
+		if !bytes.Equal(p, mem.Data(key)[off:off+int64(n)]) {
+			t.Fatalf("read %d at %d: wrong bytes", n, off)
+		}
+	}
+	before := c.Stats()
+	start := int64(3*randomBlock + 8192)
+	for off := start; off < start+100<<10; off += 4096 {
+		read(big, "lmdb", off, 4096)
+	}
+	if got := c.Stats().RangesFetched - before.RangesFetched; got != 1 {
+		t.Errorf("25 pages in a row within one block: %d ranged GETs; want 1", got)
+	}
+	mid := c.Stats()
+	read(big, "lmdb", 6*randomBlock-100, 200) // across two blocks
+	if got := c.Stats().RangesFetched - mid.RangesFetched; got != 2 {
+		t.Errorf("a read across two blocks: %d GETs; want 2", got)
+	}
+	mem.asked = 0
+	read(big, "lmdb", 12345, randomBlock) // a block's worth: as asked
+	if mem.asked != randomBlock {
+		t.Errorf("a READ of a block asked for %d bytes; want %d", mem.asked, randomBlock)
+	}
+	// The object changes: its new version reads its own bytes.
+	newer := mem.Put("lmdb", randBytes(r, 8<<20))
+	if newer.Version == big.Version {
+		t.Fatal("the memory backend gave the new object the old version")
+	}
+	read(newer, "lmdb", start, 4096)
 }

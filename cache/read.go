@@ -30,6 +30,8 @@ type Source struct {
 	fetch backend.Backend
 	id    string
 	stats counters // this source's share of hits and misses
+	// blocks are the small random reads' recent blocks (randomblocks.go).
+	blocks randomBlocks
 
 	// ctx bounds this source's flights: Close cancels it, so an unmount
 	// doesn't wait for prefetches queued behind other mounts' reads.
