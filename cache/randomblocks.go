@@ -13,13 +13,16 @@ import (
 // A reader that told the kernel its reads are random (madvise
 // MADV_RANDOM: LMDB opened with readahead=False) faults one page at a
 // time, so a 100 KB record of a file bigger than the cache comes as 26
-// READs of 4 KiB in a row, each a ranged GET of its own. A READ smaller
-// than randomBlock that misses the cache fetches the aligned randomBlock
+// READs of 4 KiB in a row, each a ranged GET of its own. A READ of at
+// most randomSmall that misses the cache fetches the aligned randomBlock
 // around it instead, kept in memory (randomBlocks, per Source) for the
 // READs that follow: a record costs a GET or two, and the store's bytes
-// stay within a block per record. READs of randomBlock or more (the
-// kernel's readahead of a random reader) are fetched as asked.
+// stay within a block per record. Bigger READs (the kernel's readahead
+// of a random reader, split where its page cache holds pages already)
+// are fetched as asked: a block around each of those cost more GETs and
+// bytes than it saved.
 const (
+	randomSmall      = 16 << 10
 	randomBlock      = 128 << 10
 	randomBlocksKept = 128 // 16 MiB per Source
 )

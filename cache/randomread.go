@@ -57,7 +57,7 @@ func (s *Source) ReadAtRandom(ctx context.Context, obj backend.Object, p []byte,
 		c.touched(o)
 		return len(p), eof
 	}
-	if missTo-missFrom < randomBlock {
+	if missTo-missFrom <= randomSmall {
 		if err := s.readBlocks(ctx, obj, o.id, p[missFrom-off:missTo-off], missFrom); err != nil {
 			return 0, err
 		}

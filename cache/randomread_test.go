@@ -128,9 +128,9 @@ func TestSmallRandomReadsInARow(t *testing.T) {
 		t.Errorf("a read across two blocks: %d GETs; want 2", got)
 	}
 	mem.asked = 0
-	read(big, "lmdb", 12345, randomBlock) // a block's worth: as asked
-	if mem.asked != randomBlock {
-		t.Errorf("a READ of a block asked for %d bytes; want %d", mem.asked, randomBlock)
+	read(big, "lmdb", 12345, randomSmall+1) // not small: as asked
+	if mem.asked != randomSmall+1 {
+		t.Errorf("a READ of %d bytes asked for %d bytes; want as many", randomSmall+1, mem.asked)
 	}
 	// The object changes: its new version reads its own bytes.
 	newer := mem.Put("lmdb", randBytes(r, 8<<20))
