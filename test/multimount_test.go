@@ -187,9 +187,14 @@ func TestMultiMount(t *testing.T) {
 			t.Fatalf("the daemon exited (%v) after unmounting %s while it still serves %s\n%s", d.ExitState(), mp, mpLocal, d.Stderr())
 		}
 	}
-	s = testenv.Stats(t, dsmountBin, mpLocal)
-	if len(s.Mounts) != 1 || s.Mounts[0].Mountpoint != mpLocal {
-		t.Errorf("stats after unmounting the S3 mounts: %+v; want only %s", s.Mounts, mpLocal)
+	// The daemon drops a mount when its watcher sees the kernel's unmount,
+	// which can come a moment after `dsmount unmount` returns.
+	err = testenv.WaitFor(10*time.Second, 20*time.Millisecond, "the daemon to drop the S3 mounts", func() (bool, error) {
+		s = testenv.Stats(t, dsmountBin, mpLocal)
+		return len(s.Mounts) == 1 && s.Mounts[0].Mountpoint == mpLocal, nil
+	})
+	if err != nil {
+		t.Errorf("stats after unmounting the S3 mounts: %+v; want only %s (%v)", s.Mounts, mpLocal, err)
 	}
 	testenv.CompareTree(t, local, mpLocal, localPaths, 4, 3)
 
