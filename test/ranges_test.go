@@ -38,6 +38,50 @@ func tokenFile(t *testing.T, dir string, size int) (string, []byte) {
 	return path, data
 }
 
+// mmapBatches has readers goroutines read windows of path as nanoGPT's
+// get_batch does: a new mapping per batch, each window checked against
+// data. batch(r) is reader r's next batch of offsets (nil: done; called
+// from reader r alone), and drop(fd, offsets) lets the batch's pages go
+// after it.
+func mmapBatches(t *testing.T, path string, data []byte, window, readers int, batch func(r int) []int, drop func(fd int, offs []int)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan string, readers)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for offs := batch(r); offs != nil; offs = batch(r) {
+				f, err := os.Open(path)
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				m, err := syscall.Mmap(int(f.Fd()), 0, len(data), syscall.PROT_READ, syscall.MAP_SHARED)
+				if err != nil {
+					f.Close()
+					errs <- err.Error()
+					return
+				}
+				for _, off := range offs {
+					if !bytes.Equal(m[off:off+window], data[off:off+window]) {
+						errs <- "wrong bytes in a window"
+						break
+					}
+				}
+				syscall.Munmap(m)
+				drop(int(f.Fd()), offs)
+				f.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
+
 // TestRandomWindowsOfABigFile: readers copying random 2,050-byte windows
 // out of an mmap of a token file four times the cache's size, as nanoGPT's
 // get_batch does (a new mapping per batch), read every byte right, and the
@@ -58,45 +102,26 @@ func TestRandomWindowsOfABigFile(t *testing.T) {
 		Args: []string{"--cache-dir", t.TempDir(), "--cache-size", "16M"}})
 	before := testenv.Stats(t, dsmountBin, mp).Cache
 
-	var wg sync.WaitGroup
-	errs := make(chan string, readers)
+	rngs := make([]*rand.Rand, readers)
+	left := make([]int, readers)
 	for r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(r), 7))
-			for range batches {
-				f, err := os.Open(filepath.Join(mp, "train.bin"))
-				if err != nil {
-					errs <- err.Error()
-					return
-				}
-				m, err := syscall.Mmap(int(f.Fd()), 0, fileSize, syscall.PROT_READ, syscall.MAP_SHARED)
-				if err != nil {
-					f.Close()
-					errs <- err.Error()
-					return
-				}
-				for range perBatch {
-					off := rng.IntN(fileSize - window)
-					if !bytes.Equal(m[off:off+window], data[off:off+window]) {
-						errs <- "wrong bytes in a window"
-						break
-					}
-				}
-				syscall.Munmap(m)
-				// The page cache of a real job's node holds a sliver of
-				// its token files: drop what this batch brought in.
-				unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-				f.Close()
-			}
-		}()
+		rngs[r], left[r] = rand.New(rand.NewPCG(uint64(r), 7)), batches
 	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Fatal(e)
-	}
+	mmapBatches(t, filepath.Join(mp, "train.bin"), data, window, readers, func(r int) []int {
+		if left[r] == 0 {
+			return nil
+		}
+		left[r]--
+		offs := make([]int, perBatch)
+		for i := range offs {
+			offs[i] = rngs[r].IntN(fileSize - window)
+		}
+		return offs
+	}, func(fd int, _ []int) {
+		// The page cache of a real job's node holds a sliver of its
+		// token files: drop what this batch brought in.
+		unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+	})
 	after := testenv.Stats(t, dsmountBin, mp).Cache
 	read := int64(readers * batches * perBatch * window)
 	fetched := after.BytesFetched - before.BytesFetched
@@ -130,11 +155,11 @@ func TestDeclaredWindowsOfABigFile(t *testing.T) {
 		Args: []string{"--cache-dir", t.TempDir(), "--cache-size", "16M"}})
 	// The order: batch b is read by reader b%readers, its windows in turn.
 	rng := rand.New(rand.NewPCG(46, 2))
-	offs := make([]int64, batches*perBatch)
+	offs := make([]int, batches*perBatch)
 	ranges := make([]control.Range, len(offs))
 	for i := range offs {
-		offs[i] = int64(rng.IntN(fileSize - window))
-		ranges[i] = control.Range{Offset: offs[i], Length: window}
+		offs[i] = rng.IntN(fileSize - window)
+		ranges[i] = control.Range{Offset: int64(offs[i]), Length: window}
 	}
 	// The job has its file open (the kernel holds its inode) as it
 	// declares, as a training script that sized its windows by it has.
@@ -154,44 +179,23 @@ func TestDeclaredWindowsOfABigFile(t *testing.T) {
 	}
 	before := testenv.Stats(t, dsmountBin, mp)
 
-	var wg sync.WaitGroup
-	errs := make(chan string, readers)
-	for r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := r; b < batches; b += readers {
-				f, err := os.Open(filepath.Join(mp, "train.bin"))
-				if err != nil {
-					errs <- err.Error()
-					return
-				}
-				m, err := syscall.Mmap(int(f.Fd()), 0, fileSize, syscall.PROT_READ, syscall.MAP_SHARED)
-				if err != nil {
-					f.Close()
-					errs <- err.Error()
-					return
-				}
-				for _, off := range offs[b*perBatch : (b+1)*perBatch] {
-					if !bytes.Equal(m[off:off+window], data[off:off+window]) {
-						errs <- "wrong bytes in a window"
-						break
-					}
-				}
-				syscall.Munmap(m)
-				// Only this batch's pages: the next batches' are pushed.
-				for _, off := range offs[b*perBatch : (b+1)*perBatch] {
-					unix.Fadvise(int(f.Fd()), off, window, unix.FADV_DONTNEED)
-				}
-				f.Close()
-			}
-		}()
+	next := make([]int, readers) // reader r reads batches r, r+readers, ...
+	for r := range next {
+		next[r] = r
 	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Fatal(e)
-	}
+	mmapBatches(t, filepath.Join(mp, "train.bin"), data, window, readers, func(r int) []int {
+		b := next[r]
+		if b >= batches {
+			return nil
+		}
+		next[r] += readers
+		return offs[b*perBatch : (b+1)*perBatch]
+	}, func(fd int, batch []int) {
+		// Only this batch's pages: the next batches' are pushed.
+		for _, off := range batch {
+			unix.Fadvise(fd, int64(off), window, unix.FADV_DONTNEED)
+		}
+	})
 	after := testenv.Stats(t, dsmountBin, mp)
 	read := int64(len(offs) * window)
 	fetched := after.Cache.BytesFetched - before.Cache.BytesFetched
